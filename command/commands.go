@@ -1,0 +1,30 @@
+// Package command holds infrakit's CLI verbs, one file per verb, and the Meta
+// they share. A command parses its flags (Meta.FlagSet, ParseArgs), calls into
+// internal/ and renders the result; it decides nothing itself.
+//
+// Adding a command: write <verb>.go with a type that embeds Meta and
+// implements cli.Command (Help, Synopsis, Run), then add one line to the table
+// in Commands. Nested verbs use a space in the key ("group ls"); give the
+// family a parent entry ("group") whose Run returns cli.RunResultHelp, so
+// `infrakit -help` lists it with a synopsis. Run returns 0 on success, 1 on
+// error, and cli.RunResultHelp after a flag error so the usage is printed.
+//
+// Tests of package command share newTestMeta (meta_test.go) and its TestMain,
+// which runs goleak.
+package command
+
+import "github.com/mitchellh/cli"
+
+// Commands is the command table main runs: verb -> factory. Every command
+// gets its own copy of meta.
+func Commands(meta Meta) map[string]cli.CommandFactory {
+	return map[string]cli.CommandFactory{
+		// One line per verb, kept in alphabetical order.
+		"init":            func() (cli.Command, error) { return &InitCommand{Meta: meta}, nil },
+		"plugins":         func() (cli.Command, error) { return &PluginsCommand{Meta: meta}, nil },
+		"plugins install": func() (cli.Command, error) { return &PluginsInstallCommand{Meta: meta}, nil },
+		"plugins ls":      func() (cli.Command, error) { return &PluginsListCommand{Meta: meta}, nil },
+		"plugins rm":      func() (cli.Command, error) { return &PluginsRemoveCommand{Meta: meta}, nil },
+		"version":         func() (cli.Command, error) { return &VersionCommand{Meta: meta}, nil },
+	}
+}

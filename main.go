@@ -1,0 +1,214 @@
+// Command infrakit is the CLI of infrakit: declarative, self-healing
+// infrastructure. main handles what comes before the subcommand (-chdir,
+// -version, logging, signals) and hands the rest to the command table of
+// package command.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mitchellh/cli"
+
+	"github.com/infrakit/infrakit/command"
+)
+
+// Version is infrakit's version, set at build time with
+// -ldflags "-X main.Version=1.2.3".
+var Version = "0.1.0-dev"
+
+// Environment variables read by main.
+const (
+	envLog     = "INFRAKIT_LOG"
+	envLogPath = "INFRAKIT_LOG_PATH"
+)
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// realMain runs one infrakit invocation and returns its exit code. It changes
+// the process's working directory when -chdir is given (providers are
+// subprocesses and inherit it, which is what makes their relative paths, such
+// as the simulator's .infrakit/simulator, follow -chdir).
+func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	logger, closeLog, err := newLogger(os.Getenv(envLog), os.Getenv(envLogPath), stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: %s\n", err)
+		return 1
+	}
+	defer closeLog()
+
+	dir, args, err := extractChdir(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: invalid -chdir option: %s\n", err)
+		return 1
+	}
+	if dir != "" {
+		if err := os.Chdir(dir); err != nil {
+			fmt.Fprintf(stderr, "Error: -chdir: %s\n", err)
+			return 1
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: finding the working directory: %s\n", err)
+		return 1
+	}
+	logger.Debug("starting", "version", Version, "args", args, "workdir", wd)
+
+	ctx, stop := command.NotifyShutdown(context.Background(), stderr)
+	defer stop()
+
+	meta := command.NewMeta(wd, stdin, stdout, stderr)
+	meta.Logger = logger
+	meta.Version = Version
+	meta.ShutdownCtx = ctx
+	commands := command.Commands(meta)
+
+	// -v, -version and --version alone are the version command.
+	if len(args) > 0 && slices.Contains([]string{"-v", "-version", "--version"}, args[0]) {
+		args = append([]string{"version"}, args[1:]...)
+	}
+
+	runner := &cli.CLI{
+		Name:        "infrakit",
+		Args:        args,
+		Commands:    commands,
+		HelpFunc:    helpFunc,
+		HelpWriter:  stdout,
+		ErrorWriter: stderr,
+	}
+	// cli answers an unknown command with the usage and exit code 127; the
+	// contract is 1 for every error, with the reason said first.
+	if sub := runner.Subcommand(); sub != "" && !runner.IsHelp() && !isCommand(commands, sub) {
+		fmt.Fprintf(stderr, "Error: infrakit has no command named %q. Run \"infrakit -help\" for the list.\n", sub)
+		return 1
+	}
+	code, err := runner.Run()
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: %s\n", err)
+		return 1
+	}
+	if code == 127 {
+		return 1
+	}
+	return code
+}
+
+// isCommand reports whether name is a command or the parent of nested ones
+// ("group" of "group ls").
+func isCommand(commands map[string]cli.CommandFactory, name string) bool {
+	if _, ok := commands[name]; ok {
+		return true
+	}
+	for k := range commands {
+		if strings.HasPrefix(k, name+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// extractChdir removes a -chdir=DIR option standing before the subcommand
+// and returns DIR (empty when absent) and the remaining arguments. Like
+// Terraform's, the option must come before the subcommand and must use "=".
+func extractChdir(args []string) (string, []string, error) {
+	dir, pos := "", -1
+	for i, arg := range args {
+		if !strings.HasPrefix(arg, "-") {
+			break // the subcommand: -chdir after it belongs to the subcommand
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(arg, "-"), "=")
+		if name != "chdir" && name != "-chdir" {
+			continue
+		}
+		if !hasValue || value == "" {
+			return "", args, errors.New("must be -chdir=DIR, with an equals sign and a directory")
+		}
+		dir, pos = value, i
+	}
+	if pos < 0 {
+		return "", args, nil
+	}
+	rest := slices.Concat(args[:pos], args[pos+1:])
+	return dir, rest, nil
+}
+
+// newLogger builds the root logger from INFRAKIT_LOG (level) and
+// INFRAKIT_LOG_PATH (file to append to instead of stderr). With neither set
+// logging is off. With only a path the level is warn, so a log file someone
+// asked for is not left empty of problems. An unknown level is reported and
+// treated as trace, as Terraform does with TF_LOG.
+func newLogger(level, path string, stderr io.Writer) (hclog.Logger, func(), error) {
+	nop := func() {}
+	if level == "" && path == "" {
+		return hclog.NewNullLogger(), nop, nil
+	}
+	lvl := hclog.Warn
+	if level != "" {
+		lvl = hclog.LevelFromString(level)
+		if lvl == hclog.NoLevel {
+			fmt.Fprintf(stderr, "Warning: %s=%q is not one of trace, debug, info, warn, error, off; logging at trace.\n", envLog, level)
+			lvl = hclog.Trace
+		}
+	}
+	out, closeOut := stderr, nop
+	if path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", envLogPath, err)
+		}
+		out, closeOut = f, func() { _ = f.Close() }
+	}
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:   "infrakit",
+		Level:  lvl,
+		Output: out,
+		Color:  hclog.ColorOff,
+	})
+	return logger, closeOut, nil
+}
+
+// helpFunc is `infrakit -help`: global options, then the commands.
+func helpFunc(commands map[string]cli.CommandFactory) string {
+	var b strings.Builder
+	b.WriteString(`Usage: infrakit [global options] <command> [args]
+
+infrakit keeps declared infrastructure (groups of instances, load-balancer
+ingress, NFS enrollments) converged through provider plugins.
+
+Global options (before the command):
+  -chdir=DIR     Switch to DIR before doing anything else.
+  -help          Show this help, or a command's help after the command.
+  -version       Same as the version command.
+
+Environment:
+  INFRAKIT_LOG        Log level: trace, debug, info, warn, error (default off).
+  INFRAKIT_LOG_PATH   Append logs to this file instead of stderr.
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	width := 0
+	for name := range commands {
+		names = append(names, name)
+		width = max(width, len(name))
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c, err := commands[name]()
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, name, c.Synopsis())
+	}
+	return b.String()
+}
