@@ -1,0 +1,74 @@
+package plan
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/infrakit/infrakit/internal/state"
+)
+
+// Errors of CheckState, for errors.Is.
+var (
+	// ErrStalePlan: the state changed after the plan was made.
+	ErrStalePlan = errors.New("saved plan is stale")
+	// ErrOtherState: the plan was made against another state (lineage).
+	ErrOtherState = errors.New("saved plan is for a different state")
+)
+
+// Save writes the whole plan as JSON (the `plan -out` file). It is compact on
+// purpose: indenting would re-indent the properties inside, and the desired
+// stack should come back byte for byte as it was planned.
+func (p *Plan) Save(w io.Writer) error {
+	if err := json.NewEncoder(w).Encode(p); err != nil {
+		return fmt.Errorf("save plan: %w", err)
+	}
+	return nil
+}
+
+// Load reads a plan written by Save. It refuses files that are not plans and
+// plans of a format this build does not know.
+func Load(r io.Reader) (*Plan, error) {
+	var p Plan
+	if err := json.NewDecoder(r).Decode(&p); err != nil {
+		return nil, fmt.Errorf("load plan: not a plan file: %w", err)
+	}
+	switch {
+	case p.FormatVersion == 0:
+		return nil, errors.New("load plan: not a plan file: no format_version")
+	case p.FormatVersion > FormatVersion:
+		return nil, fmt.Errorf("load plan: the plan file has format %d, newer than this infrakit reads (%d): apply it with the infrakit that made it", p.FormatVersion, FormatVersion)
+	case p.FormatVersion < FormatVersion:
+		return nil, fmt.Errorf("load plan: unsupported plan file format %d", p.FormatVersion)
+	case p.Desired == nil:
+		return nil, errors.New("load plan: the plan file holds no desired stack")
+	}
+	return &p, nil
+}
+
+// CheckState refuses to apply the plan to doc unless doc is the state the
+// plan was made against, unchanged: same lineage and serial. A plan made
+// before any state was stored applies only while none is stored (the
+// lineage of such a new document is not compared: each new one gets a
+// fresh lineage). A nil doc counts as no stored state.
+func (p *Plan) CheckState(doc *state.Document) error {
+	var serial uint64
+	lineage := ""
+	if doc != nil {
+		serial, lineage = doc.Serial, doc.Lineage
+	}
+	switch {
+	case p.StateSerial == 0 && serial == 0:
+		return nil
+	case p.StateSerial == 0:
+		return fmt.Errorf("%w: it was made before any state existed, and the state now has serial %d; run plan again", ErrStalePlan, serial)
+	case serial == 0:
+		return fmt.Errorf("%w: it was made against state serial %d of lineage %s, but no state is stored now", ErrOtherState, p.StateSerial, p.StateLineage)
+	case lineage != p.StateLineage:
+		return fmt.Errorf("%w: it was made against state lineage %s, but the current state has lineage %s", ErrOtherState, p.StateLineage, lineage)
+	case serial != p.StateSerial:
+		return fmt.Errorf("%w: the state changed after the plan was made (serial %d, now %d); run plan again", ErrStalePlan, p.StateSerial, serial)
+	}
+	return nil
+}
