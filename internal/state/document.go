@@ -4,6 +4,9 @@
 package state
 
 import (
+	"crypto/rand"
+	"fmt"
+
 	"github.com/infrakit/infrakit/internal/config"
 )
 
@@ -43,4 +46,45 @@ type Instance struct {
 	ConfigHash string `json:"config_hash,omitempty"`
 	State      string `json:"state,omitempty"`
 	Address    string `json:"address,omitempty"`
+}
+
+// NewDocument returns the empty state a backend hands out when nothing is
+// stored yet: the current format, serial 0 and a fresh lineage.
+func NewDocument() *Document {
+	return &Document{
+		Version: FormatVersion,
+		Lineage: NewLineage(),
+		Groups:  map[string]*GroupStatus{},
+	}
+}
+
+// IsNew reports whether the document has never been stored. Serial 0 is
+// reserved for that: every write stores serial ≥ 1, and a stored document
+// with serial 0 is refused as invalid, so the two cannot be confused.
+func (d *Document) IsNew() bool { return d.Serial == 0 }
+
+// Group returns the record of the named group, creating an empty one on
+// demand so callers can write d.Group(name).Freed = true.
+func (d *Document) Group(name string) *GroupStatus {
+	if d.Groups == nil {
+		d.Groups = map[string]*GroupStatus{}
+	}
+	g := d.Groups[name]
+	if g == nil {
+		g = &GroupStatus{Instances: []Instance{}}
+		d.Groups[name] = g
+	}
+	return g
+}
+
+// NewLineage returns a random version-4 UUID string. Lineages only need to
+// be unique, so crypto/rand is used directly rather than a UUID library.
+func NewLineage() string {
+	var b [16]byte
+	// crypto/rand.Read never returns an error (it crashes the program
+	// instead on the platforms where randomness is unavailable).
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
