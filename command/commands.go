@@ -20,11 +20,13 @@ import "github.com/mitchellh/cli"
 func Commands(meta Meta) map[string]cli.CommandFactory {
 	return map[string]cli.CommandFactory{
 		// One line per verb, kept in alphabetical order.
+		"fmt":             func() (cli.Command, error) { return &FmtCommand{Meta: meta}, nil },
 		"init":            func() (cli.Command, error) { return &InitCommand{Meta: meta}, nil },
 		"plugins":         func() (cli.Command, error) { return &PluginsCommand{Meta: meta}, nil },
 		"plugins install": func() (cli.Command, error) { return &PluginsInstallCommand{Meta: meta}, nil },
 		"plugins ls":      func() (cli.Command, error) { return &PluginsListCommand{Meta: meta}, nil },
 		"plugins rm":      func() (cli.Command, error) { return &PluginsRemoveCommand{Meta: meta}, nil },
+		"validate":        func() (cli.Command, error) { return &ValidateCommand{Meta: meta}, nil },
 		"version":         func() (cli.Command, error) { return &VersionCommand{Meta: meta}, nil },
 	}
 }

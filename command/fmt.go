@@ -1,0 +1,170 @@
+package command
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/mitchellh/cli"
+
+	"github.com/infrakit/infrakit/internal/config"
+)
+
+// ExitFmtCheck is the exit status of `fmt -check` when a file is not
+// formatted: 3, as `terraform fmt -check` uses, so scripts can tell "needs
+// formatting" from an error (1).
+const ExitFmtCheck = 3
+
+// FmtCommand is `infrakit fmt [-check] [FILE|DIR]...`: it rewrites stack files
+// in the canonical layout.
+type FmtCommand struct {
+	Meta
+}
+
+// Run formats the named files (every stack file of a named directory; by
+// default of the working directory) and lists those it changed. With
+// -check it changes nothing, lists the files that are not formatted and
+// exits ExitFmtCheck if there are any.
+func (c *FmtCommand) Run(args []string) int {
+	fs := c.FlagSet("fmt")
+	check := fs.Bool("check", false, "list unformatted files and exit 3 if any, without writing")
+	targets, err := ParseArgs(fs, args)
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
+		return cli.RunResultHelp
+	}
+	if len(targets) == 0 {
+		targets = []string{"."}
+	}
+
+	var files []string
+	for _, t := range targets {
+		path := c.Path(t)
+		info, err := os.Stat(path)
+		if err != nil {
+			c.Ui.Error(fmt.Sprintf("Error: %s", err))
+			return 1
+		}
+		if !info.IsDir() {
+			files = append(files, path)
+			continue
+		}
+		names, err := config.StackFiles(path)
+		if err != nil {
+			c.Ui.Error(fmt.Sprintf("Error: %s", err))
+			return 1
+		}
+		files = append(files, names...)
+	}
+
+	exit := 0
+	parsed := map[string]*hcl.File{}
+	var diags hcl.Diagnostics
+	for _, path := range files {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			c.Ui.Error(fmt.Sprintf("Error: %s", err))
+			exit = 1
+			continue
+		}
+		name := c.displayName(path)
+		out, d := config.Format(src, name)
+		if d.HasErrors() {
+			// Source for the underlined line: the diagnostics name the file as shown.
+			parsed[name] = &hcl.File{Bytes: src}
+			diags = append(diags, d...)
+			exit = 1
+			continue
+		}
+		if bytes.Equal(out, src) {
+			continue
+		}
+		c.Ui.Output(name)
+		if *check {
+			if exit == 0 {
+				exit = ExitFmtCheck
+			}
+			continue
+		}
+		if err := replaceFile(path, out); err != nil {
+			c.Ui.Error(fmt.Sprintf("Error: %s", err))
+			exit = 1
+		}
+	}
+	c.ShowDiagnostics(parsed, diags)
+	return exit
+}
+
+// displayName is how a file is named to the user: relative to the working
+// directory when it is inside it.
+func (c *FmtCommand) displayName(path string) string {
+	if rel, err := filepath.Rel(c.WorkDir, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
+}
+
+// replaceFile writes data over path through a temporary file and a rename,
+// keeping the file's mode, so an interrupted fmt never leaves a truncated
+// stack file behind.
+func replaceFile(path string, data []byte) (err error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".fmt-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Chmod(info.Mode().Perm()); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// Synopsis is the one-line description in `infrakit -help`.
+func (c *FmtCommand) Synopsis() string {
+	return "Rewrite stack files in the canonical format"
+}
+
+// Help is the text of `infrakit fmt -help`.
+func (c *FmtCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] fmt [-check] [FILE|DIR]...
+
+  Rewrites stack files in the canonical layout (indentation, aligned "="),
+  in place, and lists the files it changed. With no arguments it formats
+  the stack files of the working directory (its *.hcl files, not hidden
+  ones such as .infrakit.lock.hcl); a directory argument means its stack
+  files. A file with syntax errors is not touched; the errors are shown.
+
+Options:
+
+  -check   Change nothing: list the files that are not formatted, and exit
+           with status 3 if there are any (as terraform fmt -check does).
+
+  Exit status: 0 when every file is (now) formatted, 3 with -check when some
+  file is not, 1 on errors.
+`)
+}

@@ -1,0 +1,128 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// WriteDiagnostics renders diagnostics for a terminal, each like:
+//
+//	Error: Unsupported argument
+//
+//	  on stack.hcl:3:5, in group "miners":
+//	   3:   sise = 5
+//	          ^^^^
+//
+//	An argument named "sise" is not expected here. Did you mean "size"?
+//
+// It follows hcl.NewDiagnosticTextWriter's layout, but also prints the
+// column and underlines the range with carets, which hcl's writer only does
+// with color; color adds VT100 colors on top. files are the parsed sources
+// (Stack.Files); a diagnostic about a file not in it is shown without source.
+func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics, color bool) error {
+	for _, d := range diags {
+		if err := writeDiagnostic(w, files, d, color); err != nil {
+			return fmt.Errorf("write diagnostics: %w", err)
+		}
+	}
+	return nil
+}
+
+func writeDiagnostic(w io.Writer, files map[string]*hcl.File, d *hcl.Diagnostic, color bool) error {
+	var b strings.Builder
+	severity, colorCode, reset := "Error", "", ""
+	if d.Severity == hcl.DiagWarning {
+		severity = "Warning"
+	}
+	if color {
+		colorCode, reset = "\x1b[31m", "\x1b[0m"
+		if d.Severity == hcl.DiagWarning {
+			colorCode = "\x1b[33m"
+		}
+	}
+	fmt.Fprintf(&b, "%s%s%s: %s\n\n", colorCode, severity, reset, d.Summary)
+
+	if d.Subject != nil {
+		writeSnippet(&b, files, d, colorCode, reset)
+	}
+	if d.Detail != "" {
+		b.WriteString(d.Detail)
+		b.WriteString("\n\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeSnippet writes where the subject is and the lines it spans (with the
+// context range, when there is one), underlining the subject.
+func writeSnippet(b *strings.Builder, files map[string]*hcl.File, d *hcl.Diagnostic, colorCode, reset string) {
+	subject := *d.Subject
+	// An empty range cannot be underlined; widen it to one character, as hcl does.
+	if subject.Empty() {
+		subject.End.Byte++
+		subject.End.Column++
+	}
+	snip := subject
+	if d.Context != nil {
+		snip = hcl.RangeOver(snip, *d.Context)
+	}
+
+	pos := fmt.Sprintf("%s:%d:%d", subject.Filename, subject.Start.Line, subject.Start.Column)
+	file := files[subject.Filename]
+	if file == nil || file.Bytes == nil {
+		fmt.Fprintf(b, "  on %s:\n  (source code not available)\n\n", pos)
+		return
+	}
+	in := ""
+	if nav, ok := file.Nav.(interface{ ContextString(offset int) string }); ok {
+		if s := nav.ContextString(subject.Start.Byte); s != "" {
+			in = ", in " + s
+		}
+	}
+	fmt.Fprintf(b, "  on %s%s:\n", pos, in)
+
+	src := file.Bytes
+	sc := hcl.NewRangeScanner(src, subject.Filename, bufio.ScanLines)
+	for sc.Scan() {
+		line := sc.Range()
+		if !line.Overlaps(snip) {
+			continue
+		}
+		fmt.Fprintf(b, "%4d: %s\n", line.Start.Line, sc.Bytes())
+		before, highlighted, _ := line.PartitionAround(subject)
+		if highlighted.Empty() {
+			if subject.Start.Line != line.Start.Line {
+				continue
+			}
+			// The subject is just past the end of the line (a missing
+			// closing brace): point there.
+			before = line
+		}
+		lead, marked := before.SliceBytes(src), highlighted.SliceBytes(src)
+		if highlighted.Start.Byte == line.Start.Byte {
+			// A range continued from an earlier line: underline from the
+			// first character, not the indentation.
+			rest := bytes.TrimLeft(marked, " \t")
+			lead, marked = marked[:len(marked)-len(rest)], rest
+		}
+		// Keep tabs so the carets line up under tab-indented source.
+		var pad strings.Builder
+		pad.WriteString("      ")
+		for _, r := range string(lead) {
+			if r == '\t' {
+				pad.WriteRune('\t')
+			} else {
+				pad.WriteRune(' ')
+			}
+		}
+		n := max(1, utf8.RuneCount(marked))
+		fmt.Fprintf(b, "%s%s%s%s\n", pad.String(), colorCode, strings.Repeat("^", n), reset)
+	}
+	b.WriteString("\n")
+}

@@ -1,0 +1,282 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+)
+
+// Block types at the top level of a stack file.
+const (
+	blockStack        = "stack"
+	blockProvider     = "provider"
+	blockGroup        = "group"
+	blockLoadBalancer = "loadbalancer"
+	blockIngress      = "ingress"
+	blockEnrollment   = "enrollment"
+)
+
+// rootSchema is the top level of every stack file. Schemas are read-only.
+var rootSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: blockStack, LabelNames: []string{"name"}},
+		{Type: blockProvider, LabelNames: []string{"name"}},
+		{Type: blockGroup, LabelNames: []string{"name"}},
+		{Type: blockLoadBalancer, LabelNames: []string{"name"}},
+		{Type: blockIngress, LabelNames: []string{"name"}},
+		{Type: blockEnrollment, LabelNames: []string{"name"}},
+	},
+}
+
+// stackSchema is the body of the stack block. Settings of the stack as a
+// whole (a backend block) are added here and decoded in decodeStack.
+var stackSchema = &hcl.BodySchema{}
+
+// Load reads a stack: every *.hcl file directly in dir, in name order, then
+// each extra file. Hidden files (.infrakit.lock.hcl) are not stack files. dir
+// may be empty to read only the extra files.
+//
+// The returned Stack is never nil and its Files are always set, so callers
+// can render the diagnostics with WriteDiagnostics; when the diagnostics have
+// errors the rest of the Stack is incomplete and must not be acted on.
+func Load(dir string, extra ...string) (*Stack, hcl.Diagnostics) {
+	st := &Stack{Files: map[string]*hcl.File{}}
+	names, diags := stackFiles(dir, extra)
+	if diags.HasErrors() {
+		return st, diags
+	}
+	parser := hclparse.NewParser()
+	var files []*hcl.File
+	for _, name := range names {
+		f, d := parser.ParseHCLFile(name)
+		diags = append(diags, d...)
+		if f != nil {
+			files = append(files, f)
+		}
+	}
+	st.Files = parser.Files()
+	if diags.HasErrors() {
+		return st, diags
+	}
+	l := newLoader(st)
+	l.load(files)
+	return st, append(diags, l.diags...)
+}
+
+// StackFiles lists the stack files of dir, as Load reads them: the *.hcl
+// files directly in it, in name order, without hidden files (the lock file
+// .infrakit.lock.hcl is not a stack file).
+func StackFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".hcl") {
+			continue
+		}
+		names = append(names, filepath.Join(dir, e.Name()))
+	}
+	return names, nil
+}
+
+// stackFiles lists the files Load reads, without duplicates.
+func stackFiles(dir string, extra []string) ([]string, hcl.Diagnostics) {
+	var names []string
+	if dir != "" {
+		var err error
+		if names, err = StackFiles(dir); err != nil {
+			return nil, hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  "Cannot read stack directory",
+				Detail:   err.Error(),
+			}}
+		}
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range append(names, extra...) {
+		n = filepath.Clean(n)
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "No stack files",
+			Detail:   fmt.Sprintf("The directory %q has no *.hcl files.", dir),
+		}}
+	}
+	return out, nil
+}
+
+// loader decodes the blocks of all files into one Stack, collecting diagnostics.
+type loader struct {
+	st    *Stack
+	diags hcl.Diagnostics
+
+	// Declared names, for resolving references and reporting duplicates.
+	// The slices keep declaration order for "did you mean" suggestions.
+	providers     map[string]*Provider
+	providerKeys  []string
+	groups        map[string]hcl.Range
+	groupNames    []string
+	lbs           map[string]hcl.Range
+	lbNames       []string
+	ingresses     map[string]hcl.Range
+	enrollments   map[string]hcl.Range
+	publishedPort map[lbPort]hcl.Range
+}
+
+// lbPort is one port of one load balancer: two routes may not publish it.
+type lbPort struct {
+	lb   string
+	port int
+}
+
+func newLoader(st *Stack) *loader {
+	return &loader{
+		st:            st,
+		providers:     map[string]*Provider{},
+		groups:        map[string]hcl.Range{},
+		lbs:           map[string]hcl.Range{},
+		ingresses:     map[string]hcl.Range{},
+		enrollments:   map[string]hcl.Range{},
+		publishedPort: map[lbPort]hcl.Range{},
+	}
+}
+
+func (l *loader) load(files []*hcl.File) {
+	blocks := map[string][]*hcl.Block{}
+	for _, f := range files {
+		content, d := f.Body.Content(rootSchema)
+		l.diags = append(l.diags, d...)
+		for _, b := range content.Blocks {
+			blocks[b.Type] = append(blocks[b.Type], b)
+		}
+	}
+
+	l.decodeStack(blocks[blockStack])
+
+	// Declare everything that can be referenced before decoding any body, so
+	// references resolve regardless of block and file order.
+	for _, b := range blocks[blockProvider] {
+		l.decodeProvider(b)
+	}
+	groups := l.declare(blocks[blockGroup], l.groups, &l.groupNames, true)
+	lbs := l.declare(blocks[blockLoadBalancer], l.lbs, &l.lbNames, true)
+	ingresses := l.declare(blocks[blockIngress], l.ingresses, nil, false)
+	enrollments := l.declare(blocks[blockEnrollment], l.enrollments, nil, false)
+
+	for _, b := range groups {
+		l.st.Groups = append(l.st.Groups, l.decodeGroup(b))
+	}
+	for _, b := range lbs {
+		l.st.LoadBalancers = append(l.st.LoadBalancers, l.decodeLoadBalancer(b))
+	}
+	for _, b := range ingresses {
+		l.st.Ingresses = append(l.st.Ingresses, l.decodeIngress(b))
+	}
+	for _, b := range enrollments {
+		l.st.Enrollments = append(l.st.Enrollments, l.decodeEnrollment(b))
+	}
+
+	if !l.diags.HasErrors() {
+		// References only point from later kinds to earlier ones today, so a
+		// cycle cannot be written yet; this keeps the guarantee when that changes.
+		if _, err := l.st.Graph().TopologicalOrder(); err != nil {
+			l.diags = append(l.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Dependency cycle",
+				Detail:   err.Error(),
+				Subject:  l.st.DeclRange.Ptr(),
+			})
+		}
+	}
+}
+
+// decodeStack checks there is exactly one stack block and decodes it.
+func (l *loader) decodeStack(blocks []*hcl.Block) {
+	if len(blocks) == 0 {
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Missing stack block",
+			Detail:   `A stack needs exactly one stack block naming it, like stack "mystack" {}.`,
+		})
+		return
+	}
+	for _, b := range blocks[1:] {
+		l.errorf(b.DefRange, "Duplicate stack block",
+			"A stack has exactly one stack block; the first is at %s.", rangeString(blocks[0].DefRange))
+	}
+	b := blocks[0]
+	l.st.Name = b.Labels[0]
+	l.st.DeclRange = b.DefRange
+	if l.st.Name == "" {
+		l.errorf(b.LabelRanges[0], "Invalid stack name", "The stack name must not be empty.")
+	}
+	_, d := b.Body.Content(stackSchema)
+	l.diags = append(l.diags, d...)
+}
+
+// declare records the names of blocks of one type, reporting duplicates and
+// (for referenceable blocks) names that cannot be written in a reference. It
+// returns the blocks to decode: the first declaration of each name.
+func (l *loader) declare(blocks []*hcl.Block, seen map[string]hcl.Range, order *[]string, referenceable bool) []*hcl.Block {
+	var out []*hcl.Block
+	for _, b := range blocks {
+		name := b.Labels[0]
+		if !l.checkName(b, referenceable) {
+			continue
+		}
+		if first, dup := seen[name]; dup {
+			l.errorf(b.LabelRanges[0], "Duplicate "+b.Type,
+				"A %s named %q is already declared at %s; names must be unique.", b.Type, name, rangeString(first))
+			continue
+		}
+		seen[name] = b.DefRange
+		if order != nil {
+			*order = append(*order, name)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// checkName reports a block label that is empty, or that a reference could
+// not name (references are HCL identifiers: group.cattle).
+func (l *loader) checkName(b *hcl.Block, referenceable bool) bool {
+	name := b.Labels[0]
+	switch {
+	case name == "":
+		l.errorf(b.LabelRanges[0], "Invalid "+b.Type+" name", "The name of a %s must not be empty.", b.Type)
+		return false
+	case referenceable && !validIdentifier(name):
+		l.errorf(b.LabelRanges[0], "Invalid "+b.Type+" name",
+			"%q cannot be referenced: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", name)
+		return false
+	}
+	return true
+}
+
+// errorf appends an error diagnostic about subject.
+func (l *loader) errorf(subject hcl.Range, summary, format string, args ...any) {
+	l.diags = append(l.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  summary,
+		Detail:   fmt.Sprintf(format, args...),
+		Subject:  subject.Ptr(),
+	})
+}
+
+// rangeString is "file:line:col" of where r starts.
+func rangeString(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+}

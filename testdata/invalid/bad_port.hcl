@@ -1,0 +1,22 @@
+# A port out of range.
+stack "s" {}
+provider "sim" {}
+group "g" {
+  size = 1
+  instance {
+    provider = sim
+    type     = "vm"
+  }
+  flavor { provider = sim }
+}
+loadbalancer "lb" { provider = sim }
+ingress "i" {
+  rule {
+    loadbalancer = loadbalancer.lb
+    groups       = [group.g]
+    route {
+      lb_port = 80
+      port    = 70000
+    }
+  }
+}

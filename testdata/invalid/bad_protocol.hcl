@@ -1,0 +1,23 @@
+# A protocol the load balancer SPI does not know.
+stack "s" {}
+provider "sim" {}
+group "g" {
+  size = 1
+  instance {
+    provider = sim
+    type     = "vm"
+  }
+  flavor { provider = sim }
+}
+loadbalancer "lb" { provider = sim }
+ingress "i" {
+  rule {
+    loadbalancer = loadbalancer.lb
+    groups       = [group.g]
+    route {
+      lb_port     = 80
+      lb_protocol = "websocket"
+      port        = 80
+    }
+  }
+}

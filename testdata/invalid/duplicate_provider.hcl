@@ -1,0 +1,4 @@
+# A second process of one provider needs an alias.
+stack "s" {}
+provider "sim" {}
+provider "sim" {}

@@ -1,0 +1,3 @@
+# Two stack blocks.
+stack "s" {}
+stack "t" {}

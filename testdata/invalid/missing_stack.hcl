@@ -1,0 +1,2 @@
+# No stack block at all.
+provider "sim" {}

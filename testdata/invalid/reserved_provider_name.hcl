@@ -1,0 +1,3 @@
+# A provider named group would make group.x ambiguous.
+stack "s" {}
+provider "group" {}

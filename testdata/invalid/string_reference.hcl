@@ -1,0 +1,4 @@
+# References are not strings.
+stack "s" {}
+provider "simulator" {}
+loadbalancer "lb" { provider = "simulator" }

@@ -1,0 +1,3 @@
+# A misspelled top-level block.
+stack "s" {}
+grop "g" {}
