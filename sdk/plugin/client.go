@@ -40,6 +40,9 @@ type ClientConfig struct {
 	Args []string
 	// Env is added to the host's environment (and wins over it).
 	Env []string
+	// Dir is the provider's working directory; empty means the host's. Hosts
+	// set it to the stack's directory, where providers keep relative files.
+	Dir string
 	// SHA256, when set, is checked against the binary at launch (go-plugin SecureConfig).
 	SHA256 []byte
 	// StartTimeout bounds the handshake; default DefaultStartTimeout.
@@ -94,6 +97,7 @@ func Start(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	logger = logger.Named(name)
 
 	cmd := exec.Command(cfg.Path, cfg.Args...)
+	cmd.Dir = cfg.Dir
 	cmd.Env = append(append(os.Environ(), cfg.Env...), envHostPID+"="+strconv.Itoa(os.Getpid()))
 	stderr := &tail{max: 2048}
 	pcfg := &goplugin.ClientConfig{

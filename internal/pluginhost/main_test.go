@@ -1,0 +1,52 @@
+package pluginhost
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// testBin holds the provider binaries TestMain builds:
+// infrakit-provider-simulator and infrakit-provider-vanilla.
+var testBin string
+
+// TestMain builds the real provider binaries once, runs the tests, removes
+// the binaries and checks that no test left a goroutine behind.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pluginhost-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testBin = dir
+	for _, name := range []string{"simulator", "vanilla"} {
+		if err := buildProvider(filepath.Join(dir, BinaryName(name)), name, ""); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+}
+
+// buildProvider builds ./plugins/<name> to out, with main.version set when
+// version is not empty.
+func buildProvider(out, name, version string) error {
+	args := []string{"build", "-o", out}
+	if version != "" {
+		args = append(args, "-ldflags", "-X main.version="+version)
+	}
+	args = append(args, "github.com/infrakit/infrakit/plugins/"+name)
+	cmd := exec.Command("go", args...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", name, err, b)
+	}
+	return nil
+}
+
+// providerBin is the path of a binary TestMain built.
+func providerBin(name string) string { return filepath.Join(testBin, BinaryName(name)) }
