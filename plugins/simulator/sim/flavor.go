@@ -1,0 +1,138 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/infrakit/infrakit/plugins/simulator/store"
+	"github.com/infrakit/infrakit/sdk/flavor"
+	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/provider"
+)
+
+func flavorSchema() provider.Schema {
+	return provider.Schema{Attributes: map[string]provider.Attribute{
+		"tags": {Type: "map(string)", Description: "Tags added to each instance (they win over the group's)."},
+	}}
+}
+
+// Flavor is the "simulator" flavor: health comes from the instance's file.
+type Flavor struct{ sim *Simulator }
+
+var _ flavor.Plugin = (*Flavor)(nil)
+
+type flavorProperties struct {
+	Tags map[string]string `json:"tags"`
+}
+
+func parseFlavorProperties(raw json.RawMessage) (flavorProperties, error) {
+	var fp flavorProperties
+	if err := validateObject(raw); err != nil || isAbsent(raw) {
+		return fp, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return fp, provider.AttributeError("Invalid properties", err.Error())
+	}
+	var diags provider.Diagnostics
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		v := fields[k]
+		if k != "tags" {
+			diags = append(diags, provider.Diagnostic{
+				Severity: provider.Error, Summary: "Unsupported argument",
+				Detail: fmt.Sprintf("An argument named %q is not expected here; the simulator flavor accepts only \"tags\".", k),
+				Path:   []string{k},
+			})
+			continue
+		}
+		if isAbsent(v) {
+			continue
+		}
+		if jsonKind(v) != "object" {
+			diags = append(diags, provider.Diagnostic{
+				Severity: provider.Error, Summary: "Invalid tags",
+				Detail: fmt.Sprintf("tags must be a map of strings, got %s", jsonKind(v)), Path: []string{"tags"},
+			})
+			continue
+		}
+		var tags map[string]json.RawMessage
+		_ = json.Unmarshal(v, &tags) // valid JSON object, checked above
+		fp.Tags = map[string]string{}
+		for _, tk := range slices.Sorted(maps.Keys(tags)) {
+			var s string
+			if err := json.Unmarshal(tags[tk], &s); err != nil {
+				diags = append(diags, provider.Diagnostic{
+					Severity: provider.Error, Summary: "Invalid tag value",
+					Detail: fmt.Sprintf("tag %q must be a string, got %s", tk, jsonKind(tags[tk])), Path: []string{"tags", tk},
+				})
+				continue
+			}
+			fp.Tags[tk] = s
+		}
+	}
+	return fp, diags.Err()
+}
+
+// Validate checks the optional tags property.
+func (f *Flavor) Validate(ctx context.Context, properties json.RawMessage, _ flavor.Allocation) error {
+	_, err := parseFlavorProperties(properties)
+	return err
+}
+
+// Prepare adds the flavor's tags to the spec (they win).
+func (f *Flavor) Prepare(ctx context.Context, properties json.RawMessage, spec instance.Spec, _ flavor.Allocation, _ flavor.Index) (instance.Spec, error) {
+	fp, err := parseFlavorProperties(properties)
+	if err != nil {
+		return spec, err
+	}
+	if len(fp.Tags) > 0 {
+		tags := maps.Clone(spec.Tags)
+		if tags == nil {
+			tags = map[string]string{}
+		}
+		maps.Copy(tags, fp.Tags)
+		spec.Tags = tags
+	}
+	return spec, nil
+}
+
+// Healthy reads the "health" field of the instance's file, looked up by ID in
+// every instance type: unhealthy and unknown are reported as written, anything
+// else (usually absent) is healthy. An instance with no file is unknown: it is
+// gone, and the group notices that from DescribeInstances.
+func (f *Flavor) Healthy(ctx context.Context, properties json.RawMessage, inst instance.Description) (flavor.Health, error) {
+	if store.ValidName(string(inst.ID)) != nil {
+		return flavor.HealthUnknown, nil
+	}
+	for _, t := range InstanceTypes() {
+		rec, err := store.Get[instanceRecord](f.sim.store, store.Key{Collection: instanceCollection(t), Name: string(inst.ID)})
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return flavor.HealthUnknown, fmt.Errorf("health of %q: %w", inst.ID, err)
+		}
+		return healthOf(rec.Health), nil
+	}
+	return flavor.HealthUnknown, nil
+}
+
+func healthOf(field string) flavor.Health {
+	switch flavor.Health(field) {
+	case flavor.HealthUnhealthy:
+		return flavor.HealthUnhealthy
+	case flavor.HealthUnknown:
+		return flavor.HealthUnknown
+	default:
+		return flavor.HealthHealthy
+	}
+}
+
+// Drain does nothing: simulated instances hold no work.
+func (f *Flavor) Drain(ctx context.Context, properties json.RawMessage, inst instance.Description) error {
+	return nil
+}

@@ -1,0 +1,153 @@
+package sim
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/infrakit/infrakit/sdk/instance"
+)
+
+func TestDiff(t *testing.T) {
+	la, lb := instance.LogicalID("a"), instance.LogicalID("b")
+	d := func(id instance.ID, state instance.State, tags map[string]string, logical *instance.LogicalID) instance.Description {
+		return instance.Description{ID: id, State: state, Tags: tags, Address: "10.0.0.1", LogicalID: logical}
+	}
+	base := map[instance.ID]instance.Description{
+		"i-1": d("i-1", instance.StateRunning, map[string]string{"a": "1"}, nil),
+		"i-2": d("i-2", instance.StatePending, nil, &la),
+	}
+	for _, tc := range []struct {
+		name string
+		next map[instance.ID]instance.Description
+		want []string // "changed i-1", "gone i-2"
+	}{
+		{"same", base, nil},
+		{"new", map[instance.ID]instance.Description{"i-0": d("i-0", instance.StateRunning, nil, nil), "i-1": base["i-1"], "i-2": base["i-2"]}, []string{"changed i-0"}},
+		{"state", map[instance.ID]instance.Description{"i-1": base["i-1"], "i-2": d("i-2", instance.StateRunning, nil, &la)}, []string{"changed i-2"}},
+		{"tags", map[instance.ID]instance.Description{"i-1": d("i-1", instance.StateRunning, map[string]string{"a": "2"}, nil), "i-2": base["i-2"]}, []string{"changed i-1"}},
+		{"logical id", map[instance.ID]instance.Description{"i-1": base["i-1"], "i-2": d("i-2", instance.StatePending, nil, &lb)}, []string{"changed i-2"}},
+		{"gone", map[instance.ID]instance.Description{"i-2": base["i-2"]}, []string{"gone i-1"}},
+		{"all gone", nil, []string{"gone i-1", "gone i-2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, ev := range diff(base, tc.next) {
+				got = append(got, string(ev.Type)+" "+string(ev.ID))
+				if (ev.Type == instance.EventGone) != (ev.Instance == nil) {
+					t.Errorf("event %+v: Instance must be set exactly for changed", ev)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("diff = %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("diff = %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestWatch(t *testing.T) {
+	s := newSim(t, Config{WatchInterval: 10 * time.Millisecond, ProvisionDelay: 150 * time.Millisecond})
+	p := s.Instances("compute")
+	bg := context.Background()
+	existing, err := p.Provision(bg, specWithTags(map[string]string{"g": "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	events, err := p.Watch(ctx, map[string]string{"g": "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(what string) instance.Event {
+		t.Helper()
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("%s: channel closed", what)
+			}
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no event", what)
+		}
+		return instance.Event{}
+	}
+
+	// Not matching the tags: no event. Matching: changed, pending.
+	if _, err := p.Provision(bg, specWithTags(map[string]string{"g": "other"})); err != nil {
+		t.Fatal(err)
+	}
+	id, err := p.Provision(bg, specWithTags(map[string]string{"g": "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := next("provision")
+	if ev.ID != id || ev.Type != instance.EventChanged || ev.Instance.State != instance.StatePending {
+		// The baseline instance may turn running in the same poll.
+		if ev.ID == existing && ev.Instance.State == instance.StateRunning {
+			ev = next("provision")
+		}
+		if ev.ID != id || ev.Type != instance.EventChanged || ev.Instance.State != instance.StatePending {
+			t.Fatalf("after provision: %+v", ev)
+		}
+	}
+	// The provision delay passes: pending turns running with no write at all.
+	for {
+		ev = next("running")
+		if ev.ID == id {
+			break
+		}
+	}
+	if ev.Type != instance.EventChanged || ev.Instance.State != instance.StateRunning {
+		t.Fatalf("after the provision delay: %+v", ev)
+	}
+	if err := p.Label(bg, id, map[string]string{"extra": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	for ev = next("label"); ev.ID != id; ev = next("label") {
+	}
+	if ev.Type != instance.EventChanged || ev.Instance.Tags["extra"] != "1" {
+		t.Fatalf("after label: %+v", ev)
+	}
+	// Removing the file by hand is a vanished instance.
+	if err := os.Remove(filepath.Join(s.Dir(), "instances", "compute", string(id)+".json")); err != nil {
+		t.Fatal(err)
+	}
+	for ev = next("remove"); ev.ID != id; ev = next("remove") {
+	}
+	if ev.Type != instance.EventGone || ev.Instance != nil {
+		t.Fatalf("after remove: %+v", ev)
+	}
+	// A corrupt file is skipped, and leaving the tag set is gone.
+	if err := os.WriteFile(filepath.Join(s.Dir(), "instances", "compute", "compute-bad.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Label(bg, existing, map[string]string{"g": "moved"}); err != nil {
+		t.Fatal(err)
+	}
+	for ev = next("untag"); ev.ID != existing; ev = next("untag") {
+	}
+	if ev.Type != instance.EventGone {
+		t.Fatalf("after leaving the tag set: %+v", ev)
+	}
+
+	cancel()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return // closed: the goroutine is gone (goleak checks too)
+			}
+		case <-deadline:
+			t.Fatal("channel not closed after cancel")
+		}
+	}
+}
