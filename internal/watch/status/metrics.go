@@ -1,0 +1,124 @@
+package status
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metric names (all prefixed infrakit_). website/watch.md lists them; they
+// are a contract with dashboards and alerts.
+const (
+	MetricPassDuration     = "infrakit_pass_duration_seconds"
+	MetricPasses           = "infrakit_passes_total"
+	MetricLastPass         = "infrakit_last_pass_timestamp_seconds"
+	MetricInstances        = "infrakit_instances"
+	MetricGroupDesiredSize = "infrakit_group_desired_size"
+	MetricGroupBraked      = "infrakit_group_braked"
+	MetricReplacements     = "infrakit_replacements_total"
+	MetricProviderErrors   = "infrakit_provider_errors_total"
+	MetricProviderRestarts = "infrakit_provider_restarts_total"
+	MetricLeader           = "infrakit_leader"
+)
+
+// passBuckets span a quiet pass over a few groups (milliseconds) to one that
+// waits on a rolling update's replacements (minutes).
+var passBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// metrics are a Recorder's Prometheus collectors and the registry they are
+// registered on. Collectors are safe for concurrent use; the Recorder's lock
+// only orders the updates that must agree with the status (instances).
+type metrics struct {
+	registry         *prometheus.Registry
+	passDuration     prometheus.Histogram
+	passes           *prometheus.CounterVec
+	lastPass         prometheus.Gauge
+	instances        *prometheus.GaugeVec
+	desired          *prometheus.GaugeVec
+	braked           *prometheus.GaugeVec
+	replacements     *prometheus.CounterVec
+	providerErrors   *prometheus.CounterVec
+	providerRestarts *prometheus.CounterVec
+	leader           prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		passDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricPassDuration,
+			Help:    "How long each reconcile pass over all groups took.",
+			Buckets: passBuckets,
+		}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPasses,
+			Help: "Reconcile passes finished, by result (ok or error).",
+		}, []string{"result"}),
+		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: MetricLastPass,
+			Help: "Unix time at which the last reconcile pass finished.",
+		}),
+		instances: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricInstances,
+			Help: "Instances of each group as last observed, by state (pending, running, terminating) and health (healthy, unhealthy, unknown).",
+		}, []string{"group", "state", "health"}),
+		desired: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricGroupDesiredSize,
+			Help: "Desired size of each group (size, or the number of logical IDs).",
+		}, []string{"group"}),
+		braked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricGroupBraked,
+			Help: "1 while the mass-failure brake holds a group's replacements, else 0.",
+		}, []string{"group"}),
+		replacements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricReplacements,
+			Help: "Instances replaced, by group and reason (vanished, unhealthy, rolling-update, ...).",
+		}, []string{"group", "reason"}),
+		providerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricProviderErrors,
+			Help: "Provider calls that failed, by provider key and SPI method.",
+		}, []string{"provider", "method"}),
+		providerRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricProviderRestarts,
+			Help: "Provider processes relaunched after a crash or hang, by provider key.",
+		}, []string{"provider"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: MetricLeader,
+			Help: "1 while this watch process is the leader that acts, else 0.",
+		}),
+	}
+	m.registry.MustRegister(
+		m.passDuration, m.passes, m.lastPass, m.instances, m.desired, m.braked,
+		m.replacements, m.providerErrors, m.providerRestarts, m.leader,
+		// The process's own CPU, memory and goroutines, which the bench
+		// and operators watch for an idle service.
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	// Both results exist from the start, so rate() has a series to work on
+	// before the first failure.
+	m.passes.WithLabelValues(passOK)
+	m.passes.WithLabelValues(passError)
+	return m
+}
+
+const (
+	passOK    = "ok"
+	passError = "error"
+)
+
+// removeGroup drops every series of a group that left the stack, so
+// dashboards stop showing it.
+func (m *metrics) removeGroup(name string) {
+	l := prometheus.Labels{"group": name}
+	m.instances.DeletePartialMatch(l)
+	m.desired.DeletePartialMatch(l)
+	m.braked.DeletePartialMatch(l)
+	m.replacements.DeletePartialMatch(l)
+}
+
+// removeProvider drops the series of a provider no longer in the stack.
+func (m *metrics) removeProvider(key string) {
+	l := prometheus.Labels{"provider": key}
+	m.providerErrors.DeletePartialMatch(l)
+	m.providerRestarts.DeletePartialMatch(l)
+}
