@@ -1,0 +1,213 @@
+package enrollment
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/tags"
+	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/nfs"
+)
+
+const (
+	running     = instance.StateRunning
+	pending     = instance.StatePending
+	terminating = instance.StateTerminating
+)
+
+func member(id string, st instance.State) group.Member {
+	return group.Member{ID: instance.ID(id), State: st}
+}
+
+// e2eRender renders the e2e stack's target properties through config.
+func e2eRender(t testing.TB, src string) func(group.Member) (json.RawMessage, error) {
+	t.Helper()
+	target := config.EnrollmentTarget{Provider: "simulator.nfs-auth", Type: "disk", Properties: src}
+	render, err := renderer(&config.Enrollment{Name: "nfs", Target: target}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return render
+}
+
+// authz is an authorization of enrollment "nfs" for member src.
+func authz(id, src, props string) nfs.Authorization {
+	a := Authorization("nfs", group.Member{ID: instance.ID(src)}, json.RawMessage(props))
+	a.ID = id
+	return a
+}
+
+func TestDiff(t *testing.T) {
+	const props = `{ host = member.id, iops = 10 }`
+	foreign := nfs.Authorization{ID: "auth-f", SourceID: "c1", Host: "c1"}                                          // no enrollment tag
+	other := nfs.Authorization{ID: "auth-o", SourceID: "c9", Tags: map[string]string{tags.EnrollmentName: "other"}} // another enrollment's
+	tests := []struct {
+		name     string
+		source   []group.Member
+		observed []nfs.Authorization
+		want     Changes
+	}{
+		{
+			name:     "new running members are authorized; pending ones wait",
+			source:   []group.Member{member("c2", running), member("c1", running), member("c3", pending), member("c4", "")},
+			observed: []nfs.Authorization{foreign, other},
+			want: Changes{Authorize: []nfs.Authorization{
+				authz("", "c1", `{"host":"c1","iops":10}`),
+				authz("", "c2", `{"host":"c2","iops":10}`),
+				authz("", "c4", `{"host":"c4","iops":10}`),
+			}},
+		},
+		{
+			name:     "converged, whatever the JSON spelling",
+			source:   []group.Member{member("c1", running), member("c2", running)},
+			observed: []nfs.Authorization{authz("a1", "c1", `{"host":"c1","iops":10}`), authz("a2", "c2", `{ "iops": 10.0, "host": "c2" }`), foreign},
+		},
+		{
+			name:     "a pending member keeps what it has",
+			source:   []group.Member{member("c1", pending)},
+			observed: []nfs.Authorization{authz("a1", "c1", `{"host":"stale"}`)},
+		},
+		{
+			name:   "gone and terminating members are revoked; others' are untouched",
+			source: []group.Member{member("c1", running), member("c2", terminating)},
+			observed: []nfs.Authorization{
+				authz("a1", "c1", `{"host":"c1","iops":10}`), authz("a2", "c2", `{"host":"c2","iops":10}`),
+				authz("a3", "c3", `{"host":"c3","iops":10}`), foreign, other,
+			},
+			want: Changes{Revoke: []Revocation{
+				{Authorization: authz("a2", "c2", `{"host":"c2","iops":10}`), Reason: ReasonMemberGone},
+				{Authorization: authz("a3", "c3", `{"host":"c3","iops":10}`), Reason: ReasonMemberGone},
+			}},
+		},
+		{
+			name:     "changed properties: re-authorize",
+			source:   []group.Member{member("c1", running)},
+			observed: []nfs.Authorization{authz("a1", "c1", `{"host":"c1","iops":5}`)},
+			want: Changes{Reauthorize: []Replacement{{
+				Old: authz("a1", "c1", `{"host":"c1","iops":5}`),
+				New: authz("", "c1", `{"host":"c1","iops":10}`),
+			}}},
+		},
+		{
+			name:   "duplicates: the up-to-date one stays",
+			source: []group.Member{member("c1", running)},
+			observed: []nfs.Authorization{
+				authz("a3", "c1", `{"host":"c1","iops":10}`), authz("a1", "c1", `{"host":"c1","iops":5}`),
+				authz("a2", "c1", `{"host":"c1","iops":10}`),
+			},
+			want: Changes{Revoke: []Revocation{
+				{Authorization: authz("a1", "c1", `{"host":"c1","iops":5}`), Reason: ReasonDuplicate},
+				{Authorization: authz("a3", "c1", `{"host":"c1","iops":10}`), Reason: ReasonDuplicate},
+			}},
+		},
+		{
+			name:   "duplicates, none up to date: re-authorize the first, revoke the rest",
+			source: []group.Member{member("c1", running)},
+			observed: []nfs.Authorization{
+				authz("a2", "c1", `{"host":"c1","iops":1}`), authz("a1", "c1", `{"host":"c1","iops":2}`),
+			},
+			want: Changes{
+				Reauthorize: []Replacement{{Old: authz("a1", "c1", `{"host":"c1","iops":2}`), New: authz("", "c1", `{"host":"c1","iops":10}`)}},
+				Revoke:      []Revocation{{Authorization: authz("a2", "c1", `{"host":"c1","iops":1}`), Reason: ReasonDuplicate}},
+			},
+		},
+		{
+			name:     "the source ID falls back to SourceID without the tag",
+			source:   []group.Member{member("c1", running)},
+			observed: []nfs.Authorization{{ID: "a1", SourceID: "c1", Host: "c1", Properties: json.RawMessage(`{"host":"c1","iops":10}`), Tags: map[string]string{tags.EnrollmentName: "nfs"}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.want.Enrollment = "nfs"
+			got := Diff("nfs", tt.source, tt.observed, e2eRender(t, props))
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Diff:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDiffRenderFailureKeepsWhatIsThere(t *testing.T) {
+	boom := errors.New("boom")
+	render := func(m group.Member) (json.RawMessage, error) {
+		if m.ID == "c1" {
+			return nil, boom
+		}
+		return json.RawMessage(`{"host":"` + string(m.ID) + `"}`), nil
+	}
+	got := Diff("nfs", []group.Member{member("c1", running), member("c2", running)},
+		[]nfs.Authorization{authz("a1", "c1", `{"host":"old"}`)}, render)
+	if len(got.Failed) != 1 || got.Failed[0].Member != "c1" || !errors.Is(got.Failed[0].Err, boom) {
+		t.Fatalf("failed = %+v", got.Failed)
+	}
+	if len(got.Revoke) != 0 || len(got.Reauthorize) != 0 || len(got.Authorize) != 1 || got.Authorize[0].SourceID != "c2" {
+		t.Fatalf("changes = %+v", got)
+	}
+}
+
+func TestAuthorization(t *testing.T) {
+	tests := []struct {
+		props        string
+		host, volume string
+		options      []string
+	}{
+		{`{"host":"c1","volume":"/vol/a","options":["rw","sync"]}`, "c1", "/vol/a", []string{"rw", "sync"}},
+		{`{"host":"c1","options":"ro"}`, "c1", "", []string{"ro"}},
+		{`{"host":7,"volume":null,"options":[1,"rw"]}`, "", "", []string{"rw"}},
+		{`{}`, "", "", nil},
+		{``, "", "", nil},
+	}
+	for _, tt := range tests {
+		a := Authorization("nfs", member("c1", running), json.RawMessage(tt.props))
+		if a.Host != tt.host || a.Volume != tt.volume || !reflect.DeepEqual(a.Options, tt.options) {
+			t.Errorf("%s: host %q volume %q options %q", tt.props, a.Host, a.Volume, a.Options)
+		}
+		if a.SourceID != "c1" || a.Tags[tags.EnrollmentName] != "nfs" || a.Tags[tags.EnrollmentSourceID] != "c1" || a.ID != "" {
+			t.Errorf("%s: %+v", tt.props, a)
+		}
+	}
+}
+
+func TestTeardownAndSteps(t *testing.T) {
+	observed := []nfs.Authorization{authz("a2", "c2", `{}`), authz("a1", "c1", `{}`), {ID: "f", SourceID: "c1"}}
+	ch := Teardown("nfs", observed, ReasonDestroy)
+	ch.Authorize = []nfs.Authorization{authz("", "c3", `{"host":"c3"}`)}
+	ch.Reauthorize = []Replacement{{Old: authz("a4", "c4", `{}`), New: authz("", "c4", `{"host":"c4"}`)}}
+	var got []string
+	for _, s := range ch.Steps() {
+		got = append(got, s.String())
+	}
+	want := []string{
+		"authorize c3 (host c3)",
+		"replace c4 (authorization a4 is out of date)",
+		"revoke a4 (replaced, member c4)",
+		"revoke a1 (destroy, member c1)",
+		"revoke a2 (destroy, member c2)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestNeedsProperties(t *testing.T) {
+	tests := map[string]bool{
+		`{ host = member.id, iops = 10 }`:      false,
+		`{ t = member.tags["tier"] }`:          false,
+		``:                                     false,
+		`{ z = member.properties.zone }`:       true,
+		`{ z = member["properties"]["zone"] }`: true,
+		`member`:                               true,
+		`{ a = "${member.address}:${member.id}" }`: false,
+	}
+	for src, want := range tests {
+		if got := NeedsProperties(&config.EnrollmentTarget{Properties: src}); got != want {
+			t.Errorf("NeedsProperties(%s) = %v, want %v", src, got, want)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+// Package enrollment keeps an external authorization list (NFS exports, through
+// the nfs.Authorizer SPI) in step with the membership of a group: exactly one
+// authorization per running member of the enrollment's source group, with
+// properties rendered from that member.
+//
+// Deciding and acting are apart. Diff is a pure function of the source
+// members, the authorizations the target lists and a render function; it
+// returns Changes, a value that can be planned, printed and tested without a
+// provider. The Controller observes, calls Diff and acts.
+//
+// Decisions this package makes, which users see:
+//
+//   - Ownership is by tag: an authorization is this enrollment's when its
+//     tags.EnrollmentName tag is the enrollment's name; it is for the member
+//     named by its tags.EnrollmentSourceID tag (or, without that tag, its
+//     SourceID). Authorizations without the name tag are never touched.
+//   - Running members are authorized. A pending member is not authorized yet,
+//     but an authorization it already has is kept as it is; members that are
+//     terminating or gone lose theirs.
+//   - An authorization's properties are the enrollment target's properties
+//     rendered for the member (see config.EnrollmentTarget.RenderProperties).
+//     Its Host, Volume and Options are read from the rendered properties
+//     "host" and "volume" (strings) and "options" (a list of strings, or one
+//     string), when present. A member whose authorization differs in any of
+//     these is re-authorized: the new authorization is made, then the old one
+//     revoked. Properties compare as JSON values (key order and number
+//     spelling do not matter).
+//   - Of several authorizations for one member, one that is up to date is
+//     kept (the lowest ID) and the others are revoked.
+//   - A member whose properties cannot be rendered keeps what it has; the
+//     error is reported in Changes.Failed.
+//   - Every authorize of a pass completes before any revoke starts, so a
+//     replacement member (or a re-authorization) is authorized before the
+//     authorization it replaces is revoked.
+package enrollment
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+
+	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/tags"
+	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/nfs"
+)
+
+// Reasons a revocation gives.
+const (
+	// ReasonMemberGone: the member is not a live member of the source group.
+	ReasonMemberGone = "member-gone"
+	// ReasonDuplicate: the member has another authorization, which is kept.
+	ReasonDuplicate = "duplicate"
+	// ReasonReplaced: the member was re-authorized with new properties.
+	ReasonReplaced = "replaced"
+	// ReasonDestroy: the enrollment is destroyed (or freed with destroy_on_free).
+	ReasonDestroy = "destroy"
+)
+
+// Changes is what one enrollment needs (from Diff) or what was done (from the
+// Controller's acting methods). Lists are sorted by member ID, then ID.
+type Changes struct {
+	Enrollment string `json:"enrollment"`
+	// Authorize are new authorizations, for running members that have none.
+	// Their IDs are empty in a Diff and set once authorized.
+	Authorize []nfs.Authorization `json:"authorize,omitempty"`
+	// Reauthorize are members whose authorization is out of date: New is
+	// authorized, then Old revoked.
+	Reauthorize []Replacement `json:"reauthorize,omitempty"`
+	// Revoke are authorizations to remove.
+	Revoke []Revocation `json:"revoke,omitempty"`
+	// Failed are members whose properties could not be rendered; what they
+	// have is left alone.
+	Failed []RenderFailure `json:"failed,omitempty"`
+	// Held is set when the source membership was unknown, so nothing changed.
+	Held bool `json:"held,omitempty"`
+}
+
+// Replacement is a member's out-of-date authorization and its successor.
+type Replacement struct {
+	Old nfs.Authorization `json:"old"`
+	New nfs.Authorization `json:"new"`
+}
+
+// Revocation is an authorization to revoke and why.
+type Revocation struct {
+	Authorization nfs.Authorization `json:"authorization"`
+	Reason        string            `json:"reason"`
+}
+
+// RenderFailure is a member whose target properties could not be rendered.
+type RenderFailure struct {
+	Member instance.ID `json:"member"`
+	Err    error       `json:"-"`
+	// Error is Err's text, for JSON.
+	Error string `json:"error"`
+}
+
+// Empty reports whether there is nothing to do (or nothing was done).
+func (c Changes) Empty() bool {
+	return len(c.Authorize) == 0 && len(c.Reauthorize) == 0 && len(c.Revoke) == 0
+}
+
+// Ours reports whether a is an authorization of the named enrollment.
+func Ours(name string, a nfs.Authorization) bool {
+	return name != "" && a.Tags[tags.EnrollmentName] == name
+}
+
+// SourceOf is the member an authorization is for: its source ID tag, else
+// its SourceID.
+func SourceOf(a nfs.Authorization) instance.ID {
+	if id := a.Tags[tags.EnrollmentSourceID]; id != "" {
+		return instance.ID(id)
+	}
+	return a.SourceID
+}
+
+// Authorization is the authorization an enrollment wants for a member, with
+// the member's rendered properties; its ID is empty.
+func Authorization(name string, m group.Member, properties json.RawMessage) nfs.Authorization {
+	a := nfs.Authorization{
+		SourceID:   m.ID,
+		Properties: properties,
+		Tags:       map[string]string{tags.EnrollmentName: name, tags.EnrollmentSourceID: string(m.ID)},
+	}
+	var fields struct {
+		Host    any `json:"host"`
+		Volume  any `json:"volume"`
+		Options any `json:"options"`
+	}
+	if json.Unmarshal(properties, &fields) != nil {
+		return a
+	}
+	a.Host, _ = fields.Host.(string)
+	a.Volume, _ = fields.Volume.(string)
+	switch o := fields.Options.(type) {
+	case string:
+		a.Options = []string{o}
+	case []any:
+		for _, x := range o {
+			if s, ok := x.(string); ok {
+				a.Options = append(a.Options, s)
+			}
+		}
+	}
+	return a
+}
+
+// UpToDate reports whether an observed authorization is what want asks for:
+// the same member, host, volume, options and properties (as JSON values).
+func UpToDate(have, want nfs.Authorization) bool {
+	if SourceOf(have) != SourceOf(want) || have.Host != want.Host || have.Volume != want.Volume ||
+		len(have.Options) != len(want.Options) {
+		return false
+	}
+	for i := range have.Options {
+		if have.Options[i] != want.Options[i] {
+			return false
+		}
+	}
+	return bytes.Equal(canonical(have.Properties), canonical(want.Properties))
+}
+
+// canonical re-encodes a JSON value with sorted keys and plain numbers; an
+// empty or null value is the empty object, as providers store "no properties".
+func canonical(raw json.RawMessage) []byte {
+	var v any
+	if len(bytes.TrimSpace(raw)) == 0 || json.Unmarshal(raw, &v) != nil {
+		if len(bytes.TrimSpace(raw)) == 0 {
+			return []byte("{}")
+		}
+		return raw
+	}
+	if v == nil {
+		return []byte("{}")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+func cloneAuthorization(a nfs.Authorization) nfs.Authorization {
+	a.Tags = maps.Clone(a.Tags)
+	return a
+}

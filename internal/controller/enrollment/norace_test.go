@@ -1,0 +1,5 @@
+//go:build !race
+
+package enrollment
+
+const raceEnabled = false

@@ -1,0 +1,168 @@
+// Package ingress keeps load balancers in step with an ingress block: each
+// load balancer a rule names publishes exactly the rules' routes and has
+// exactly the members of the rules' groups as its backends.
+//
+// As with groups, deciding and acting are apart. Diff is a pure function of
+// one load balancer's desired state (DesiredLB), what the load balancer lists
+// (its routes and backends) and the groups' members; it returns Changes, a
+// value that can be printed, planned and tested without a provider. The
+// Controller observes through the load balancer SPI, calls Diff and carries
+// the changes out.
+//
+// Decisions this package makes, which users see:
+//
+//   - A load balancer named by an ingress is owned by it. Routes on it that no
+//     rule declares are unpublished, and backends that are not members of the
+//     rules' groups are deregistered, whoever added them. (Two ingresses must
+//     therefore not share a load balancer.)
+//   - Several rules may name the same load balancer: its routes and its groups
+//     are the union of theirs. When two declare the same lb_port the first
+//     declared wins (the stack loader rejects that anyway).
+//   - A route is identified by its lb_port. One whose lb_protocol, backend
+//     port, backend protocol or certificate differs is republished: unpublished
+//     and published again. Protocols compare case-insensitively, as load
+//     balancers tend to normalise them.
+//   - Backends are the group members that are pending or running (not
+//     terminating): a pending member is registered at once, so the load
+//     balancer's own health check, not a later pass, decides when it gets
+//     traffic. Each backend carries the member's address; it may be empty, for
+//     load balancers that take instance IDs. A member whose address changed is
+//     deregistered and registered again with the new one.
+//   - If the membership of any group could not be read, no backend is
+//     registered or deregistered on that pass (an unknown membership must never
+//     empty a load balancer); routes are still synced.
+//   - The health check probes the first declared route's backend port with
+//     DefaultHealthCheck's thresholds. The SPI cannot read a health check back,
+//     so Diff asks for it whenever routes change, and the Controller also
+//     configures it on its first sync of each load balancer (and again only
+//     when the wanted check changes). A plan therefore shows it only with
+//     route changes.
+package ingress
+
+import (
+	"slices"
+	"time"
+
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/loadbalancer"
+)
+
+// DefaultHealthCheck is the health check configured on every load balancer of
+// an ingress, with BackendPort set to the first route's backend port.
+var DefaultHealthCheck = loadbalancer.HealthCheck{
+	Healthy:   2,
+	Unhealthy: 2,
+	Interval:  10 * time.Second,
+	Timeout:   5 * time.Second,
+}
+
+// DesiredLB is what one load balancer should be: the routes it publishes and
+// the groups whose members are its backends.
+type DesiredLB struct {
+	// LoadBalancer is the loadbalancer block's name.
+	LoadBalancer string `json:"loadbalancer"`
+	// Routes in declaration order; lb ports are unique.
+	Routes []loadbalancer.Route `json:"routes"`
+	// Groups are group names, without duplicates, in declaration order.
+	Groups []string `json:"groups"`
+}
+
+// HealthCheck is the health check the load balancer should have: the
+// DefaultHealthCheck on the first route's backend port; nil without routes.
+func (d DesiredLB) HealthCheck() *loadbalancer.HealthCheck {
+	if len(d.Routes) == 0 {
+		return nil
+	}
+	hc := DefaultHealthCheck
+	hc.BackendPort = d.Routes[0].Port
+	return &hc
+}
+
+// DesiredLBs merges the rules of an ingress by load balancer, in the order
+// the load balancers are first named. Routes keep their declaration order
+// (the first one declared on an lb port wins); groups are deduplicated.
+func DesiredLBs(in *config.Ingress) []DesiredLB {
+	if in == nil {
+		return nil
+	}
+	var out []DesiredLB
+	index := map[string]int{}
+	for _, r := range in.Rules {
+		i, ok := index[r.LoadBalancer]
+		if !ok {
+			i = len(out)
+			index[r.LoadBalancer] = i
+			out = append(out, DesiredLB{LoadBalancer: r.LoadBalancer})
+		}
+		d := &out[i]
+		for _, rt := range r.Routes {
+			if !slices.ContainsFunc(d.Routes, func(x loadbalancer.Route) bool { return x.LoadBalancerPort == rt.LBPort }) {
+				d.Routes = append(d.Routes, rt.SPI())
+			}
+		}
+		for _, g := range r.Groups {
+			if !slices.Contains(d.Groups, g) {
+				d.Groups = append(d.Groups, g)
+			}
+		}
+	}
+	return out
+}
+
+// Changes is what one load balancer needs (from Diff) or what was done to it
+// (from the Controller's acting methods). Lists are sorted: routes by lb
+// port, backends by ID.
+type Changes struct {
+	LoadBalancer string `json:"loadbalancer"`
+	// Publish are routes to add.
+	Publish []loadbalancer.Route `json:"publish,omitempty"`
+	// Republish are routes whose settings changed: Old is unpublished, then
+	// New published on the same lb port.
+	Republish []RouteChange `json:"republish,omitempty"`
+	// Unpublish are routes to remove (as observed).
+	Unpublish []loadbalancer.Route `json:"unpublish,omitempty"`
+	// HealthCheck, when set, is configured after the routes change.
+	HealthCheck *loadbalancer.HealthCheck `json:"health_check,omitempty"`
+	// Register are members to add as backends.
+	Register []loadbalancer.Backend `json:"register,omitempty"`
+	// Readdress are backends whose member's address changed: Old is
+	// deregistered, then New registered.
+	Readdress []BackendChange `json:"readdress,omitempty"`
+	// Deregister are backends that are no members (as observed).
+	Deregister []loadbalancer.Backend `json:"deregister,omitempty"`
+	// BackendsHeld is set when the membership was unknown, so backends were
+	// left as they are.
+	BackendsHeld bool `json:"backends_held,omitempty"`
+}
+
+// RouteChange is a route republished with new settings on the same lb port.
+type RouteChange struct {
+	Old loadbalancer.Route `json:"old"`
+	New loadbalancer.Route `json:"new"`
+}
+
+// BackendChange is a backend re-registered with its member's new address.
+type BackendChange struct {
+	Old loadbalancer.Backend `json:"old"`
+	New loadbalancer.Backend `json:"new"`
+}
+
+// Empty reports whether there is nothing to do (or nothing was done).
+func (c Changes) Empty() bool {
+	return len(c.Publish) == 0 && len(c.Republish) == 0 && len(c.Unpublish) == 0 &&
+		c.HealthCheck == nil && len(c.Register) == 0 && len(c.Readdress) == 0 && len(c.Deregister) == 0
+}
+
+// RoutesChanged reports whether any route is published, republished or unpublished.
+func (c Changes) RoutesChanged() bool {
+	return len(c.Publish) > 0 || len(c.Republish) > 0 || len(c.Unpublish) > 0
+}
+
+func ids(bs []loadbalancer.Backend) []instance.ID {
+	out := make([]instance.ID, len(bs))
+	for i, b := range bs {
+		out[i] = b.ID
+	}
+	return out
+}
