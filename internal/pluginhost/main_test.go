@@ -30,7 +30,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code) // goleak reports leaks through the code
+	}))
 }
 
 // buildProvider builds ./plugins/<name> to out, with main.version set when
