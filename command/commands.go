@@ -20,6 +20,8 @@ import "github.com/mitchellh/cli"
 func Commands(meta Meta) map[string]cli.CommandFactory {
 	return map[string]cli.CommandFactory{
 		// One line per verb, kept in alphabetical order.
+		"apply":                   func() (cli.Command, error) { return &ApplyCommand{Meta: meta}, nil },
+		"destroy":                 func() (cli.Command, error) { return &DestroyCommand{Meta: meta}, nil },
 		"fmt":                     func() (cli.Command, error) { return &FmtCommand{Meta: meta}, nil },
 		"group":                   func() (cli.Command, error) { return &GroupCommand{Meta: meta}, nil },
 		"group describe":          func() (cli.Command, error) { return &GroupDescribeCommand{Meta: meta}, nil },
@@ -29,10 +31,12 @@ func Commands(meta Meta) map[string]cli.CommandFactory {
 		"group ls":                func() (cli.Command, error) { return &GroupListCommand{Meta: meta}, nil },
 		"group scale":             func() (cli.Command, error) { return &GroupScaleCommand{Meta: meta}, nil },
 		"init":                    func() (cli.Command, error) { return &InitCommand{Meta: meta}, nil },
+		"plan":                    func() (cli.Command, error) { return &PlanCommand{Meta: meta}, nil },
 		"plugins":                 func() (cli.Command, error) { return &PluginsCommand{Meta: meta}, nil },
 		"plugins install":         func() (cli.Command, error) { return &PluginsInstallCommand{Meta: meta}, nil },
 		"plugins ls":              func() (cli.Command, error) { return &PluginsListCommand{Meta: meta}, nil },
 		"plugins rm":              func() (cli.Command, error) { return &PluginsRemoveCommand{Meta: meta}, nil },
+		"show":                    func() (cli.Command, error) { return &ShowCommand{Meta: meta}, nil },
 		"validate":                func() (cli.Command, error) { return &ValidateCommand{Meta: meta}, nil },
 		"version":                 func() (cli.Command, error) { return &VersionCommand{Meta: meta}, nil },
 	}

@@ -1,27 +1,47 @@
 #!/usr/bin/env bash
-# A walk through infrakit on the e2e stack, in a scratch directory, using the
-# binaries `make build` put in bin/. Run it with `make demo`.
-# KEEP=1 keeps the scratch directory for a look around afterwards.
+# A narrated walk through infrakit on the e2e stack (testdata/e2e), in a
+# scratch directory, using the binaries `make build` put in bin/. Run it with
+# `make demo`. KEEP=1 keeps the scratch directory for a look around
+# afterwards; PAUSE=1 waits for Enter before each step.
+#
+# What it shows: install the providers and pin them, validate, plan and apply
+# the stack's two groups (5 miners, 10 cattle), list and inspect them, scale
+# one, destroy chosen instances, free a group (infrakit lets go, nothing is
+# touched), apply again (infrakit takes it back), and destroy everything.
+# The stack's load balancers, ingress and NFS enrollment are validated but
+# acted on in a later release (`infrakit watch`).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$root/bin"
-infrakit="$bin/infrakit"
-if [[ ! -x "$infrakit" ]]; then
-	echo "demo: $infrakit is missing; run 'make build' (or 'make demo') first" >&2
-	exit 1
-fi
+for b in infrakit infrakit-provider-simulator infrakit-provider-vanilla; do
+	if [[ ! -x "$bin/$b" ]]; then
+		echo "demo: $bin/$b is missing; run 'make build' (or 'make demo') first" >&2
+		exit 1
+	fi
+done
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/infrakit-demo.XXXXXX")"
 if [[ "${KEEP:-}" == 1 ]]; then
-	trap 'echo "==> scratch directory kept: $work"' EXIT
+	trap 'echo; echo "==> scratch directory kept: $work"' EXIT
 else
 	trap 'rm -rf "$work"' EXIT
 fi
 
+# The demo runs in the scratch directory with bin/ first on PATH, so the
+# commands it shows are the ones a user would type. The simulator keeps its
+# objects in .infrakit/simulator there, whatever the caller's environment says.
+cd "$work"
+export PATH="$bin:$PATH"
+unset INFRAKIT_SIMULATOR_DIR INFRAKIT_PLUGIN_PATH
+
+# step explains what comes next.
 step() {
 	echo
 	echo "==> $*"
+	if [[ "${PAUSE:-}" == 1 ]]; then
+		read -r -p "    (Enter to run) " _
+	fi
 }
 
 # run echoes a command, then runs it.
@@ -30,41 +50,78 @@ run() {
 	"$@"
 }
 
-if compgen -G "$root/testdata/e2e/*.hcl" >/dev/null; then
-	step "The stack: testdata/e2e, copied into $work"
-	cp "$root"/testdata/e2e/*.hcl "$work/"
-else
-	# Without the e2e stack in the tree, a small stack with the same providers.
-	step "The stack: a small one written into $work"
-	cat >"$work/main.hcl" <<'HCL'
-stack "demo" {}
-
-provider "simulator" {}
-provider "vanilla" {}
-
-group "web" {
-  size = 3
-  instance {
-    provider = simulator
-    type     = "compute"
-  }
-  flavor {
-    provider   = vanilla
-    properties = { init = ["echo hello"] }
-  }
+# simulator_count prints how many instances the simulator holds: one JSON
+# file each, read straight from its directory, without asking infrakit.
+simulator_count() {
+	local dir=.infrakit/simulator/instances/compute n=0
+	if [[ -d "$dir" ]]; then
+		n="$(find "$dir" -maxdepth 1 -name '*.json' ! -name '.*' | wc -l)"
+	fi
+	echo "    the simulator holds $n instances (files in $dir)"
 }
-HCL
-fi
-run ls "$work"
 
-step "Install the providers the stack needs from bin/ and pin them in .infrakit.lock.hcl"
-run "$infrakit" -chdir="$work" init -plugin-dir "$bin"
-run cat "$work/.infrakit.lock.hcl"
+# member_ids prints the IDs of a group's instances, from `group describe`
+# (a header line, a blank line, the column names, then one row each).
+member_ids() {
+	infrakit group describe "$1" | awk 'NR > 3 { print $1 }'
+}
 
-step "The installed providers"
-run "$infrakit" -chdir="$work" plugins ls
+step "The stack: testdata/e2e, copied into $work"
+cp "$root"/testdata/e2e/*.hcl .
+run ls
 
-step "Versions of infrakit and its providers"
-run "$infrakit" -chdir="$work" version
+step "Install the providers the stack names from bin/ and pin their checksums in .infrakit.lock.hcl"
+run infrakit init -plugin-dir "$bin"
+run cat .infrakit.lock.hcl
 
-step "Done"
+step "Check the stack: syntax, references, and each provider's opinion of its properties"
+run infrakit validate
+
+step "What would apply do? Nothing exists yet, so: create both groups"
+run infrakit plan
+
+step "Apply it: 5 miners and 10 cattle, provisioned by the simulator and prepared by vanilla"
+run infrakit apply -auto-approve
+simulator_count
+
+step "Now the plan is empty: the world matches the stack"
+run infrakit plan
+
+step "The groups, as the providers report them now"
+run infrakit group ls
+
+step "One group's instances: state, health and the tags the stack gave them"
+run infrakit group describe miners
+
+step "A group's desired size, then a new one: scale waits until the group has it"
+run infrakit group scale miners
+run infrakit group scale miners 8
+simulator_count
+
+step "Destroy two chosen cattle: the group shrinks to 8 and does not grow them back"
+mapfile -t victims < <(member_ids cattle | head -n 2)
+run infrakit group destroy-instances cattle "${victims[@]}"
+run infrakit group ls
+simulator_count
+
+step "The scaled sizes live in the state; the stack files still say 5 and 10, so plan offers to go back"
+run infrakit plan
+
+step "Free the miners: infrakit stops managing them and touches nothing"
+run infrakit group free miners
+run infrakit group ls
+simulator_count
+
+step "While a group is free, plan shows that apply would manage it again"
+run infrakit plan
+
+step "Apply: management resumes and both groups return to the sizes in the stack files"
+run infrakit apply -auto-approve
+run infrakit group ls
+simulator_count
+
+step "Destroy everything the stack made"
+run infrakit destroy -auto-approve
+simulator_count
+
+step "Done. Next: the language reference (website/language.md) and the CLI (website/cli.md)"

@@ -7,6 +7,7 @@ package operation
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,6 +16,7 @@ import (
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
@@ -28,18 +30,30 @@ type Options struct {
 	Logger     hclog.Logger
 	// Parallelism bounds provider calls in flight (default 10).
 	Parallelism int
-	// LockTimeout is how long to wait for the state lock.
+	// LockTimeout is how long to wait for the state lock; zero takes it
+	// only if it is free.
 	LockTimeout time.Duration
 	// Operation names the lock holder ("apply", "group scale").
 	Operation string
-	// Progress, when set, receives progress events while work is done.
+	// Progress, when set, receives progress events while work is done, from
+	// one goroutine at a time.
 	Progress func(Progress)
+	// StateWriteInterval spaces the state writes of a long operation
+	// (default 1s): what providers report done is recorded in memory at
+	// once and written at most this often (less often when a write takes
+	// more than a tenth of it), plus once at the end, also after an
+	// interrupt. Writing per instance would rewrite the whole state
+	// thousands of times. Instances created after the last write of a
+	// process that crashes are still found by their tags.
+	StateWriteInterval time.Duration
+	// HostEnv is added to every provider's environment ("KEY=value").
+	HostEnv []string
 }
 
 // Progress is one progress event: an instance created, destroyed or failed.
 type Progress struct {
 	Group  string
-	Action string // "create", "destroy", "drain", "error"
+	Action string // "create", "destroy", or "error" (a failed call; Err says which)
 	ID     instance.ID
 	Err    error
 	// Done and Total count work items of the current group step.
@@ -47,29 +61,49 @@ type Progress struct {
 }
 
 // Runner runs operations. Close it to stop the providers it launched.
-type Runner struct{ _ struct{} }
+//
+// It owns a plugin host, launched on first use from the working directory's
+// lock file, and the local state backend (StateFile in WorkDir). Its methods
+// may be called one after another (plan, then apply); they are not meant to
+// run concurrently with each other.
+type Runner struct {
+	opts  Options
+	log   hclog.Logger
+	store *state.Local
+
+	mu     sync.Mutex
+	host   *pluginhost.Host
+	closed bool
+}
 
 // New prepares a Runner. It does not load the stack or launch providers yet.
-func New(ctx context.Context, opts Options) (*Runner, error) { panic("TODO") }
+func New(ctx context.Context, opts Options) (*Runner, error) { return newRunner(opts) }
 
 // Close stops every provider the runner launched.
-func (r *Runner) Close() error { panic("TODO") }
+func (r *Runner) Close() error { return r.close() }
 
 // LoadStack loads and validates the stack files (with the providers' schemas).
 // The returned files let the caller render diagnostics with the source shown.
 func (r *Runner) LoadStack(ctx context.Context) (*config.Stack, map[string]*hcl.File, hcl.Diagnostics) {
-	panic("TODO")
+	return r.loadStack(ctx)
 }
 
 // PlanMode selects what Plan computes.
 type PlanMode struct {
 	// Destroy plans the destruction of everything in state (infrakit destroy).
+	// The stack passed to Plan may then be nil: the stack in state is used.
+	// Freed groups are not managed, so they are left alone.
 	Destroy bool
+	// Health asks every member's health. Without it health is asked only for
+	// groups whose plan depends on it (scale-down picks, rolls), which keeps
+	// a no-op plan to one DescribeInstances per group; replacing unhealthy
+	// members is then left to `watch`.
+	Health bool
 }
 
 // Plan observes the world and computes the plan for the loaded stack.
 func (r *Runner) Plan(ctx context.Context, st *config.Stack, mode PlanMode) (*plan.Plan, error) {
-	panic("TODO")
+	return r.plan(ctx, st, mode)
 }
 
 // ApplyResult is what Apply did.
@@ -88,42 +122,61 @@ type Failure struct {
 
 // Apply takes the state lock, refuses a stale plan, executes it with bounded
 // parallelism and writes state in batches, so an interrupt loses nothing created.
-func (r *Runner) Apply(ctx context.Context, p *plan.Plan) (*ApplyResult, error) { panic("TODO") }
+//
+// Groups are applied one after another in dependency order, each with up to
+// Parallelism provider calls at once. When ctx is cancelled no new call
+// starts, the calls in flight finish, state is written with everything done,
+// and the context's error is returned (with the partial result).
+func (r *Runner) Apply(ctx context.Context, p *plan.Plan) (*ApplyResult, error) {
+	return r.apply(ctx, p)
+}
 
 // State reads the current state document.
-func (r *Runner) State(ctx context.Context) (*state.Document, error) { panic("TODO") }
+func (r *Runner) State(ctx context.Context) (*state.Document, error) { return r.store.Read(ctx) }
 
 // GroupView is a group as the providers report it now.
 type GroupView struct {
-	Name      string
-	Size      *int
-	Freed     bool
+	Name string
+	// Size is the desired size of cattle (nil for pets).
+	Size  *int
+	Freed bool
+	// Instances are the live members (terminating ones left out), by ID,
+	// with their health.
 	Instances []group.Member
 	// Tags of each member, by ID.
 	Tags map[instance.ID]map[string]string
 }
 
 // Groups lists every group in state with its members as the providers see them.
-func (r *Runner) Groups(ctx context.Context) ([]GroupView, error) { panic("TODO") }
+func (r *Runner) Groups(ctx context.Context) ([]GroupView, error) { return r.groups(ctx) }
 
 // Group describes one group.
-func (r *Runner) Group(ctx context.Context, name string) (*GroupView, error) { panic("TODO") }
+func (r *Runner) Group(ctx context.Context, name string) (*GroupView, error) {
+	return r.group(ctx, name)
+}
 
-// Scale sets a group's desired size in state and converges before returning.
+// Scale sets a group's desired size in state and converges before returning:
+// it creates or destroys members (and replaces unhealthy ones when the group
+// says so) but does not roll out-of-date members; apply does that.
 func (r *Runner) Scale(ctx context.Context, name string, size int) (*ApplyResult, error) {
-	panic("TODO")
+	return r.scale(ctx, name, size)
 }
 
 // DestroyInstances destroys the given members and lowers the group's desired
-// size by as many (for cattle), so the group does not grow them back.
+// size by as many (for cattle), so the group does not grow them back. Every
+// ID must be a live member of the group; otherwise the error names the
+// strangers and nothing is destroyed. Pets keep their logical IDs: a
+// destroyed pet is re-created by the next apply (that is how a pet is rebuilt).
 func (r *Runner) DestroyInstances(ctx context.Context, name string, ids []instance.ID) (*ApplyResult, error) {
-	panic("TODO")
+	return r.destroyInstances(ctx, name, ids)
 }
 
 // FreeGroup stops managing a group; nothing is touched. A later apply resumes.
-func (r *Runner) FreeGroup(ctx context.Context, name string) error { panic("TODO") }
+func (r *Runner) FreeGroup(ctx context.Context, name string) error { return r.freeGroup(ctx, name) }
 
-// DestroyGroup destroys every member of a group and removes it from state.
+// DestroyGroup destroys every member of a group and removes it from state
+// (its record and its configuration in the stored stack). If some member
+// cannot be destroyed the group stays in state and the error says why.
 func (r *Runner) DestroyGroup(ctx context.Context, name string) (*ApplyResult, error) {
-	panic("TODO")
+	return r.destroyGroup(ctx, name)
 }

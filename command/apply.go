@@ -1,0 +1,388 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/mattn/go-isatty"
+	"github.com/mitchellh/cli"
+
+	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/internal/state"
+)
+
+// ApplyCommand is `infrakit apply`: it plans (or reads a saved plan) and
+// makes it so.
+type ApplyCommand struct {
+	Meta
+}
+
+// Run applies. Exit status 0 when everything planned was done, 1 otherwise.
+func (c *ApplyCommand) Run(args []string) int {
+	fs, sf := c.stackFlagSet("apply")
+	autoApprove := fs.Bool("auto-approve", false, "apply without asking for approval")
+	rest, err := ParseArgs(fs, args)
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
+		return cli.RunResultHelp
+	}
+	if len(rest) > 1 {
+		c.Ui.Error(fmt.Sprintf("The apply command takes at most one argument, a saved plan file; got %q.\n", rest))
+		return cli.RunResultHelp
+	}
+	if *sf.parallelism < 1 {
+		c.Ui.Error(fmt.Sprintf("-parallelism must be at least 1; got %d.\n", *sf.parallelism))
+		return cli.RunResultHelp
+	}
+	planFile := ""
+	if len(rest) == 1 {
+		planFile = rest[0]
+		if len(sf.files) > 0 {
+			c.Ui.Error("A saved plan holds its stack; -f cannot be used with a plan file.\n")
+			return cli.RunResultHelp
+		}
+	}
+	if *sf.jsonOut && !*autoApprove && planFile == "" {
+		c.Ui.Error("-json cannot ask for approval: use it with -auto-approve or a saved plan file.\n")
+		return cli.RunResultHelp
+	}
+
+	var progress *progressPrinter
+	if !*sf.jsonOut {
+		progress = c.newProgressPrinter()
+	}
+	r, err := c.runner("apply", sf, progress.callback())
+	if err != nil {
+		c.showError("Error preparing the apply", err)
+		return 1
+	}
+	defer c.closeRunner(r)
+
+	var p *plan.Plan
+	if planFile != "" {
+		if p, err = readPlan(c.Path(planFile)); err != nil {
+			c.showError("Error reading the saved plan", err)
+			return 1
+		}
+	} else {
+		var files map[string]*hcl.File
+		var ok bool
+		if p, files, ok = c.makePlan(r, false); !ok {
+			return 1
+		}
+		if !*sf.jsonOut {
+			if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color()}); err != nil {
+				c.showError("Error writing the plan", err)
+				return 1
+			}
+		}
+		if c.reportUnknownGroups(files, p) {
+			return 1
+		}
+		if p.HasChanges() && !*autoApprove {
+			if err := c.approve("Do you want to perform these actions?",
+				"infrakit will perform the actions described above."); err != nil {
+				c.showError("Apply cancelled", err)
+				return 1
+			}
+		}
+	}
+	if !*sf.jsonOut && p.HasChanges() {
+		c.Ui.Output("")
+	}
+	res, err := r.Apply(c.Context(), p)
+	progress.finish()
+	return c.reportApply("Apply", p, res, err, *sf.jsonOut)
+}
+
+func readPlan(path string) (*plan.Plan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return plan.Load(f)
+}
+
+// errNotApproved is an approval that was not given.
+var errNotApproved = errors.New("only 'yes' is accepted to approve")
+
+// approve asks the user to type "yes". Without a terminal to ask on (stdin
+// closed, redirected from a file or /dev/null) it refuses at once rather
+// than hang or guess, and says how to apply without asking.
+func (m *Meta) approve(question, detail string) error {
+	if f, ok := m.stdin().(*os.File); ok && !isatty.IsTerminal(f.Fd()) && !isatty.IsCygwinTerminal(f.Fd()) {
+		return errors.New("cannot ask for approval: stdin is not a terminal; run with -auto-approve to apply without asking")
+	}
+	answer, err := m.Ui.Ask(fmt.Sprintf("%s\n  %s\n  Only 'yes' will be accepted to approve.\n\n  Enter a value:", question, detail))
+	if err != nil {
+		return fmt.Errorf("no answer (%v); run with -auto-approve to apply without asking", err)
+	}
+	if strings.TrimSpace(answer) != "yes" {
+		return errNotApproved
+	}
+	return nil
+}
+
+// stdin is where Ui reads answers from, when it can be told.
+func (m *Meta) stdin() io.Reader {
+	ui := m.Ui
+	if c, ok := ui.(*cli.ConcurrentUi); ok {
+		ui = c.Ui
+	}
+	if b, ok := ui.(*cli.BasicUi); ok {
+		return b.Reader
+	}
+	return nil
+}
+
+// applyJSON is the -json result of apply and destroy.
+type applyJSON struct {
+	Stack     string        `json:"stack"`
+	Changes   bool          `json:"changes"`
+	Added     int           `json:"added"`
+	Rolled    int           `json:"rolled"`
+	Destroyed int           `json:"destroyed"`
+	Failed    []failureJSON `json:"failed"`
+	Error     string        `json:"error,omitempty"`
+}
+
+type failureJSON struct {
+	Group string `json:"group"`
+	ID    string `json:"id,omitempty"`
+	Error string `json:"error"`
+}
+
+// maxFailuresShown caps the per-instance errors printed: a cloud refusing
+// thousands of creates says the same thing thousands of times.
+const maxFailuresShown = 20
+
+// reportApply renders the outcome of Apply and returns the exit status.
+func (m *Meta) reportApply(verb string, p *plan.Plan, res *operation.ApplyResult, err error, jsonOut bool) int {
+	if res == nil {
+		res = &operation.ApplyResult{}
+	}
+	code := 0
+	if err != nil || len(res.Failed) > 0 {
+		code = 1
+	}
+	if jsonOut {
+		out := applyJSON{Stack: p.Stack, Changes: p.HasChanges(), Added: res.Created, Rolled: res.Rolled,
+			Destroyed: res.Destroyed, Failed: []failureJSON{}}
+		for _, f := range res.Failed {
+			out.Failed = append(out.Failed, failureJSON{Group: f.Group, ID: string(f.ID), Error: f.Err.Error()})
+		}
+		if err != nil {
+			out.Error = err.Error()
+		}
+		if werr := m.WriteJSON(out); werr != nil {
+			return 1
+		}
+		return code
+	}
+	var diags hcl.Diagnostics
+	for i, f := range res.Failed {
+		if i == maxFailuresShown {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
+				Summary: fmt.Sprintf("%d more instance operations failed", len(res.Failed)-maxFailuresShown)})
+			break
+		}
+		summary := fmt.Sprintf("group.%s: instance operation failed", f.Group)
+		if f.ID != "" {
+			summary = fmt.Sprintf("group.%s: instance %s", f.Group, f.ID)
+		}
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: f.Err.Error()})
+	}
+	m.ShowDiagnostics(nil, diags)
+	if err != nil {
+		summary := "Error applying the plan"
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			summary = verb + " interrupted"
+		}
+		m.showError(summary, err)
+	}
+	counts := fmt.Sprintf("%d added, %d rolled, %d destroyed", res.Created, res.Rolled, res.Destroyed)
+	if verb == "Destroy" {
+		counts = fmt.Sprintf("%d destroyed", res.Destroyed)
+	}
+	if code == 0 {
+		m.Ui.Output(fmt.Sprintf("%s complete! Resources: %s.", verb, counts))
+	} else {
+		m.Ui.Output(fmt.Sprintf("%s incomplete. Resources: %s; %d failed.", verb, counts, len(res.Failed)))
+	}
+	return code
+}
+
+// showError writes err as an error diagnostic with the given summary. Lock
+// and stale-plan errors get summaries of their own.
+func (m *Meta) showError(summary string, err error) {
+	var locked *state.LockedError
+	switch {
+	case errors.As(err, &locked):
+		summary = "Error acquiring the state lock"
+	case errors.Is(err, plan.ErrStalePlan), errors.Is(err, plan.ErrOtherState):
+		summary = "Saved plan is stale"
+	case errors.Is(err, operation.ErrNotInitialized):
+		summary = "Providers not installed"
+	}
+	m.ShowDiagnostics(nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: summary, Detail: err.Error()}})
+}
+
+// closeRunner stops the providers; a failure is only a warning by then.
+func (m *Meta) closeRunner(r *operation.Runner) {
+	if err := r.Close(); err != nil {
+		m.Ui.Warn(fmt.Sprintf("Warning: stopping providers: %s", err))
+	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// color reports whether to color output: on a terminal, unless NO_COLOR.
+func (m *Meta) color() bool { return isTerminal(m.Stdout) && os.Getenv("NO_COLOR") == "" }
+
+// Progress rendering.
+const (
+	// largeStep is the size above which a step is not reported line by line.
+	largeStep = 50
+	// barWidth is the width of the progress bar between its brackets.
+	barWidth = 30
+	// barRedraw limits how often the bar is redrawn.
+	barRedraw = 100 * time.Millisecond
+)
+
+// progressPrinter renders apply progress: a line per instance for small
+// steps (`group.miners: Creating instance... [3/5]`); for large ones a bar
+// redrawn in place on a terminal, or a line at every tenth otherwise. Errors
+// are always printed. A nil printer prints nothing.
+type progressPrinter struct {
+	out io.Writer
+	ui  cli.Ui
+	tty bool
+
+	mu      sync.Mutex
+	drawn   time.Time
+	barOpen bool // a bar is on screen without its newline
+}
+
+func (m *Meta) newProgressPrinter() *progressPrinter {
+	return &progressPrinter{out: m.Stdout, ui: m.Ui, tty: isTerminal(m.Stdout)}
+}
+
+func (p *progressPrinter) callback() func(operation.Progress) {
+	if p == nil {
+		return nil
+	}
+	return p.event
+}
+
+func (p *progressPrinter) event(ev operation.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	addr := "group." + ev.Group
+	if ev.Err != nil || ev.Action == "error" {
+		p.closeBar()
+		p.ui.Error(fmt.Sprintf("%s: Error: %v [%d/%d]", addr, ev.Err, ev.Done, ev.Total))
+		return
+	}
+	switch {
+	case ev.Total <= largeStep:
+		p.ui.Output(fmt.Sprintf("%s: %s [%d/%d]", addr, progressVerb(ev), ev.Done, ev.Total))
+	case p.tty:
+		if ev.Done < ev.Total && time.Since(p.drawn) < barRedraw {
+			return
+		}
+		filled := barWidth * ev.Done / ev.Total
+		bar := strings.Repeat("=", filled)
+		if filled < barWidth {
+			bar += ">" + strings.Repeat(" ", barWidth-filled-1)
+		}
+		fmt.Fprintf(p.out, "\r%s: [%s] %d/%d", addr, bar, ev.Done, ev.Total)
+		p.drawn, p.barOpen = time.Now(), true
+		if ev.Done == ev.Total {
+			p.closeBar()
+		}
+	default:
+		every := max(ev.Total/10, 1)
+		if ev.Done%every == 0 || ev.Done == ev.Total {
+			p.ui.Output(fmt.Sprintf("%s: %s [%d/%d]", addr, progressVerb(ev), ev.Done, ev.Total))
+		}
+	}
+}
+
+func progressVerb(ev operation.Progress) string {
+	switch ev.Action {
+	case "create":
+		return "Creating instance..."
+	case "destroy":
+		return fmt.Sprintf("Destroying instance %s...", ev.ID)
+	}
+	return ev.Action + "..."
+}
+
+// closeBar ends a bar line left open (by an interrupt or an error).
+func (p *progressPrinter) closeBar() {
+	if p.barOpen {
+		fmt.Fprintln(p.out)
+		p.barOpen = false
+	}
+}
+
+// finish ends the progress output.
+func (p *progressPrinter) finish() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeBar()
+}
+
+// Synopsis is the one-line description in `infrakit -help`.
+func (c *ApplyCommand) Synopsis() string {
+	return "Create, update and destroy instances to match the stack"
+}
+
+// Help is the text of `infrakit apply -help`.
+func (c *ApplyCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] apply [options] [PLANFILE]
+
+  Makes the providers match the stack: plans as "infrakit plan" does, shows
+  the plan and asks for approval, then creates, replaces and destroys
+  instances with bounded parallelism. With PLANFILE (from "plan -out") it
+  applies exactly that plan without asking, unless the state has changed
+  since the plan was made.
+
+  The state is written in batches while apply works, so an interrupt
+  (Ctrl-C) loses nothing: the calls in flight finish, the state records
+  every instance created, and running apply again converges without
+  duplicates. A failed provider call is reported per instance while the
+  rest of the work proceeds.
+
+Options:
+
+  -auto-approve        Apply without asking. Needed when stdin is not a
+                       terminal.
+
+  -json                Print the result as one JSON document (needs
+                       -auto-approve or PLANFILE).
+
+  -parallelism N       Provider calls in flight at once (default 10).
+
+  -lock-timeout D      How long to wait for the state lock (default 30s).
+
+  -f FILE              Also read FILE as a stack file. Repeatable.
+`)
+}

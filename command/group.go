@@ -1,0 +1,720 @@
+package command
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/mitchellh/cli"
+
+	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/tags"
+	"github.com/infrakit/infrakit/sdk/flavor"
+	"github.com/infrakit/infrakit/sdk/instance"
+)
+
+// The `infrakit group` verbs act on one group of the applied stack: they
+// read the state and ask the providers, never the stack files, so they work
+// on what apply last made and not on edits that were not applied yet.
+
+// GroupCommand is the parent of the `infrakit group` verbs; alone it prints
+// its help.
+type GroupCommand struct {
+	Meta
+}
+
+// Run prints the help, which lists the subcommands.
+func (c *GroupCommand) Run([]string) int { return cli.RunResultHelp }
+
+// Synopsis is the one-line description in `infrakit -help`.
+func (c *GroupCommand) Synopsis() string { return "List, inspect, scale, free and destroy groups" }
+
+// Help is the text of `infrakit group -help`.
+func (c *GroupCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] group <subcommand> [args]
+
+  Operates on the groups of the applied stack. The group verbs read the
+  state and ask the providers what exists; they do not read the stack
+  files, so they act on what "infrakit apply" last made.
+
+  Verbs that change something (scale, destroy-instances, free, destroy)
+  take the state lock, like apply.
+`)
+}
+
+// groupJSON is the -json shape of one group: `group describe -json` prints
+// one, `group ls -json` an array of them. The DESIGN.md contract is "group"
+// and "instances"; "size" (absent for pets) and "freed" are additions.
+type groupJSON struct {
+	Group string `json:"group"`
+	// Size is the desired size of cattle; nil (absent) for pets.
+	Size      *int           `json:"size,omitempty"`
+	Freed     bool           `json:"freed"`
+	Instances []instanceJSON `json:"instances"`
+}
+
+// instanceJSON is one member in groupJSON.
+type instanceJSON struct {
+	ID instance.ID `json:"id"`
+	// LogicalID is null for cattle, so "no logical ID" is not an empty one.
+	LogicalID *string           `json:"logical_id"`
+	Tags      map[string]string `json:"tags"`
+	State     instance.State    `json:"state"`
+	Health    flavor.Health     `json:"health"`
+}
+
+// newGroupJSON converts a group view into its -json shape. Members are
+// sorted by logical ID and then ID so the output is stable between runs.
+func newGroupJSON(v operation.GroupView) groupJSON {
+	out := groupJSON{Group: v.Name, Size: v.Size, Freed: v.Freed, Instances: []instanceJSON{}}
+	for _, m := range sortedGroupMembers(v.Instances) {
+		inst := instanceJSON{ID: m.ID, Tags: v.Tags[m.ID], State: m.State, Health: m.Health}
+		if m.LogicalID != "" {
+			inst.LogicalID = &m.LogicalID
+		}
+		if inst.Tags == nil {
+			inst.Tags = map[string]string{}
+		}
+		out.Instances = append(out.Instances, inst)
+	}
+	return out
+}
+
+// sortedGroupMembers returns a copy of members ordered by logical ID, then ID.
+func sortedGroupMembers(members []group.Member) []group.Member {
+	out := slices.Clone(members)
+	slices.SortFunc(out, func(a, b group.Member) int {
+		if c := strings.Compare(a.LogicalID, b.LogicalID); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.ID), string(b.ID))
+	})
+	return out
+}
+
+// groupSize describes a group's size for people: "5", or "pets" when the
+// group is sized by logical IDs.
+func groupSize(v operation.GroupView) string {
+	if v.Size == nil {
+		return "pets"
+	}
+	return strconv.Itoa(*v.Size)
+}
+
+// groupStatus is "managed" or "freed".
+func groupStatus(freed bool) string {
+	if freed {
+		return "freed"
+	}
+	return "managed"
+}
+
+// countHealthyMembers counts the members their flavors call healthy.
+func countHealthyMembers(members []group.Member) int {
+	n := 0
+	for _, m := range members {
+		if m.Health == flavor.HealthHealthy {
+			n++
+		}
+	}
+	return n
+}
+
+// writeGroupTable writes the `group ls` table.
+func writeGroupTable(w io.Writer, views []operation.GroupView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSIZE\tINSTANCES\tHEALTHY\tSTATUS")
+	for _, v := range views {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n",
+			v.Name, groupSize(v), len(v.Instances), countHealthyMembers(v.Instances), groupStatus(v.Freed))
+	}
+	return tw.Flush()
+}
+
+// writeGroupDescription writes `group describe`: a header line, then one row
+// per member with its user tags (infrakit's own tags are in -json).
+func writeGroupDescription(w io.Writer, v operation.GroupView) error {
+	fmt.Fprintf(w, "Group %q: size %s, %d instances (%d healthy), %s\n",
+		v.Name, groupSize(v), len(v.Instances), countHealthyMembers(v.Instances), groupStatus(v.Freed))
+	if len(v.Instances) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLOGICAL ID\tSTATE\tHEALTH\tTAGS")
+	for _, m := range sortedGroupMembers(v.Instances) {
+		logical := m.LogicalID
+		if logical == "" {
+			logical = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, logical, m.State, m.Health, groupUserTags(v.Tags[m.ID]))
+	}
+	return tw.Flush()
+}
+
+// groupUserTags formats the tags a user set (not infrakit.*) as "k=v,k=v", sorted.
+func groupUserTags(t map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(t)) {
+		if !tags.IsReserved(k) {
+			parts = append(parts, k+"="+t[k])
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
+// groupRunnerOptions are the knobs a group verb passes to its Runner.
+type groupRunnerOptions struct {
+	operation   string
+	lockTimeout time.Duration
+	parallelism int
+	progress    func(operation.Progress)
+}
+
+// groupRunner starts an operation.Runner for a group verb. Close it.
+func (m *Meta) groupRunner(o groupRunnerOptions) (*operation.Runner, error) {
+	return operation.New(m.Context(), operation.Options{
+		WorkDir:     m.WorkDir,
+		Logger:      m.Logger.Named(strings.ReplaceAll(o.operation, " ", "-")),
+		Parallelism: o.parallelism,
+		LockTimeout: o.lockTimeout,
+		Operation:   o.operation,
+		Progress:    o.progress,
+	})
+}
+
+// reportGroupFailures shows each failed provider call of res as an error
+// diagnostic, as apply does (at most maxFailuresShown of them), and reports
+// whether there were any.
+func (m *Meta) reportGroupFailures(res *operation.ApplyResult) bool {
+	if res == nil || len(res.Failed) == 0 {
+		return false
+	}
+	var diags hcl.Diagnostics
+	for i, f := range res.Failed {
+		if i == maxFailuresShown {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
+				Summary: fmt.Sprintf("%d more instance operations failed", len(res.Failed)-maxFailuresShown)})
+			break
+		}
+		summary := fmt.Sprintf("group.%s: instance operation failed", f.Group)
+		if f.ID != "" {
+			summary = fmt.Sprintf("group.%s: instance %s", f.Group, f.ID)
+		}
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: f.Err.Error()})
+	}
+	m.ShowDiagnostics(nil, diags)
+	return true
+}
+
+// parseGroupArgs parses args for a group verb that takes NAME and then
+// between minRest and maxRest more arguments (maxRest < 0: unlimited). It
+// prints what is wrong and returns ok=false (the caller returns
+// cli.RunResultHelp).
+func (m *Meta) parseGroupArgs(verb string, fs *flag.FlagSet, args []string, minRest, maxRest int) (name string, rest []string, ok bool) {
+	positional, err := ParseArgs(fs, args)
+	if err != nil {
+		m.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
+		return "", nil, false
+	}
+	if len(positional) == 0 {
+		m.Ui.Error(fmt.Sprintf("The group %s command needs the name of a group.\n", verb))
+		return "", nil, false
+	}
+	name, rest = positional[0], positional[1:]
+	switch {
+	case len(rest) < minRest:
+		m.Ui.Error(fmt.Sprintf("The group %s command needs more arguments after the group name.\n", verb))
+		return "", nil, false
+	case maxRest >= 0 && len(rest) > maxRest:
+		m.Ui.Error(fmt.Sprintf("The group %s command got unexpected arguments %q.\n", verb, rest[maxRest:]))
+		return "", nil, false
+	}
+	return name, rest, true
+}
+
+// GroupListCommand is `infrakit group ls [NAME]... [-json]`.
+type GroupListCommand struct {
+	Meta
+}
+
+// Run lists the groups of the state (or the named ones) with their members
+// as the providers see them now.
+func (c *GroupListCommand) Run(args []string) int {
+	fs := c.FlagSet("group ls")
+	jsonOut := FlagJSON(fs)
+	names, err := ParseArgs(fs, args)
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
+		return cli.RunResultHelp
+	}
+
+	r, err := c.groupRunner(groupRunnerOptions{operation: "group ls"})
+	if err != nil {
+		c.showError("Error listing groups", err)
+		return 1
+	}
+	defer c.closeRunner(r)
+
+	// A group that cannot be observed (its provider fails) is still listed
+	// with what is known; the error follows and the exit code is 1.
+	views, listErr := c.listGroups(r, names)
+	if listErr != nil && len(views) == 0 {
+		c.showError("Error listing groups", listErr)
+		return 1
+	}
+	if *jsonOut {
+		out := make([]groupJSON, 0, len(views))
+		for _, v := range views {
+			out = append(out, newGroupJSON(v))
+		}
+		if err := c.WriteJSON(out); err != nil {
+			c.Ui.Error(err.Error())
+			return 1
+		}
+	} else if len(views) == 0 {
+		c.Ui.Output("No groups in the state. Run \"infrakit apply\" to create the stack's groups.")
+	} else {
+		var b strings.Builder
+		if err := writeGroupTable(&b, views); err != nil {
+			c.Ui.Error(err.Error())
+			return 1
+		}
+		c.Ui.Output(strings.TrimRight(b.String(), "\n"))
+	}
+	if listErr != nil {
+		c.showError("Error listing groups", listErr)
+		return 1
+	}
+	return 0
+}
+
+// listGroups returns every group, or the named ones in the order named,
+// with what is known of those that failed and the errors joined.
+func (c *GroupListCommand) listGroups(r *operation.Runner, names []string) ([]operation.GroupView, error) {
+	if len(names) == 0 {
+		return r.Groups(c.Context())
+	}
+	out := make([]operation.GroupView, 0, len(names))
+	var errs []error
+	for _, name := range names {
+		v, err := r.Group(c.Context(), name)
+		if v != nil {
+			out = append(out, *v)
+		}
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Synopsis is the one-line description in `infrakit group -help`.
+func (c *GroupListCommand) Synopsis() string { return "List the groups and their sizes" }
+
+// Help is the text of `infrakit group ls -help`.
+func (c *GroupListCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] group ls [NAME]... [-json]
+
+  Lists the groups of the state (or only the named ones): the desired size,
+  how many instances the providers report, how many of them the flavors
+  call healthy, and whether infrakit manages the group or it is freed.
+
+Options:
+
+  -json   Print a JSON array with one object per group:
+          {"group", "size", "freed", "instances": [{"id", "logical_id",
+          "tags", "state", "health"}]}. "size" is absent for pets and
+          "logical_id" is null for cattle.
+`)
+}
+
+// GroupDescribeCommand is `infrakit group describe NAME [-json]`.
+type GroupDescribeCommand struct {
+	Meta
+}
+
+// Run prints one group and each of its members.
+func (c *GroupDescribeCommand) Run(args []string) int {
+	fs := c.FlagSet("group describe")
+	jsonOut := FlagJSON(fs)
+	name, _, ok := c.parseGroupArgs("describe", fs, args, 0, 0)
+	if !ok {
+		return cli.RunResultHelp
+	}
+
+	r, err := c.groupRunner(groupRunnerOptions{operation: "group describe"})
+	if err != nil {
+		c.showError("Error describing the group", err)
+		return 1
+	}
+	defer c.closeRunner(r)
+
+	v, err := r.Group(c.Context(), name)
+	if err != nil {
+		c.showError("Error describing the group", err)
+		return 1
+	}
+	if *jsonOut {
+		if err := c.WriteJSON(newGroupJSON(*v)); err != nil {
+			c.Ui.Error(err.Error())
+			return 1
+		}
+		return 0
+	}
+	var b strings.Builder
+	if err := writeGroupDescription(&b, *v); err != nil {
+		c.Ui.Error(err.Error())
+		return 1
+	}
+	c.Ui.Output(strings.TrimRight(b.String(), "\n"))
+	return 0
+}
+
+// Synopsis is the one-line description in `infrakit group -help`.
+func (c *GroupDescribeCommand) Synopsis() string { return "Show a group's instances" }
+
+// Help is the text of `infrakit group describe -help`.
+func (c *GroupDescribeCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] group describe NAME [-json]
+
+  Shows one group and each of its instances as the instance provider
+  reports it now: ID, logical ID (pets), state (pending, running,
+  terminating), health as the group's flavors judge it, and the tags the
+  user set.
+
+Options:
+
+  -json   Print one JSON object: {"group", "size", "freed", "instances":
+          [{"id", "logical_id", "tags", "state", "health"}]}, with every tag
+          including infrakit's own (infrakit.group, infrakit.config.hash ...).
+`)
+}
+
+// GroupScaleCommand is `infrakit group scale NAME [N]`.
+type GroupScaleCommand struct {
+	Meta
+}
+
+// Run prints the group's desired size, or sets it to N and converges.
+func (c *GroupScaleCommand) Run(args []string) int {
+	fs := c.FlagSet("group scale")
+	lockTimeout := FlagLockTimeout(fs)
+	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
+	name, rest, ok := c.parseGroupArgs("scale", fs, args, 0, 1)
+	if !ok {
+		return cli.RunResultHelp
+	}
+	size := -1
+	if len(rest) == 1 {
+		n, err := strconv.Atoi(rest[0])
+		if err != nil || n < 0 {
+			c.Ui.Error(fmt.Sprintf("The size must be a whole number of at least 0; got %q.\n", rest[0]))
+			return cli.RunResultHelp
+		}
+		size = n
+	}
+	if *parallelism < 1 {
+		c.Ui.Error(fmt.Sprintf("-parallelism must be at least 1; got %d.\n", *parallelism))
+		return cli.RunResultHelp
+	}
+
+	opts := groupRunnerOptions{operation: "group scale", lockTimeout: *lockTimeout, parallelism: *parallelism}
+	var progress *progressPrinter
+	if size >= 0 {
+		progress = c.newProgressPrinter()
+		opts.progress = progress.callback()
+	}
+	r, err := c.groupRunner(opts)
+	if err != nil {
+		c.showError("Error scaling the group", err)
+		return 1
+	}
+	defer c.closeRunner(r)
+
+	if size < 0 {
+		return c.printSize(r, name)
+	}
+	res, err := r.Scale(c.Context(), name, size)
+	progress.finish()
+	failed := c.reportGroupFailures(res)
+	if err != nil {
+		c.showError("Error scaling the group", err)
+		return 1
+	}
+	c.Ui.Output(fmt.Sprintf("Group %q scaled to %d: %d created, %d destroyed.", name, size, res.Created, res.Destroyed))
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// printSize prints the group's desired size as the state records it: the
+// size of cattle, the number of logical IDs of pets. Nothing else goes to
+// stdout, so scripts can read it.
+func (c *GroupScaleCommand) printSize(r *operation.Runner, name string) int {
+	doc, err := r.State(c.Context())
+	if err != nil {
+		c.showError("Error reading the state", err)
+		return 1
+	}
+	if doc == nil || doc.Stack == nil || doc.Stack.Group(name) == nil {
+		c.showError("No such group", fmt.Errorf("group %q is not in the state: apply the stack first, or see `infrakit group ls`", name))
+		return 1
+	}
+	g := doc.Stack.Group(name)
+	if g.Size == nil {
+		c.Ui.Output(strconv.Itoa(len(g.LogicalIDs)))
+		return 0
+	}
+	c.Ui.Output(strconv.Itoa(*g.Size))
+	return 0
+}
+
+// Synopsis is the one-line description in `infrakit group -help`.
+func (c *GroupScaleCommand) Synopsis() string { return "Print a group's size, or set it and converge" }
+
+// Help is the text of `infrakit group scale -help`.
+func (c *GroupScaleCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] group scale NAME [N] [options]
+
+  Without N, prints the group's desired size (for pets, the number of
+  logical IDs) and nothing else.
+
+  With N, sets the group's desired size to N in the state and creates or
+  destroys instances until the group has N, printing progress, before it
+  returns. Scaling in removes pending, unhealthy and out-of-date instances
+  before healthy current ones. Only cattle (groups with a size) can be
+  scaled; pets follow their logical_ids.
+
+  The new size lives in the state, not in the stack files: the next
+  "infrakit plan" shows the difference to the size the files declare, and
+  "infrakit apply" goes back to it. Edit the files to keep a new size.
+
+Options:
+
+  -parallelism N      Provider calls in flight at once (default 10).
+
+  -lock-timeout D     How long to wait for the state lock (default 30s).
+`)
+}
+
+// GroupDestroyInstancesCommand is `infrakit group destroy-instances NAME ID...`.
+type GroupDestroyInstancesCommand struct {
+	Meta
+}
+
+// Run destroys the named members; cattle shrink by as many.
+func (c *GroupDestroyInstancesCommand) Run(args []string) int {
+	fs := c.FlagSet("group destroy-instances")
+	lockTimeout := FlagLockTimeout(fs)
+	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
+	name, rest, ok := c.parseGroupArgs("destroy-instances", fs, args, 1, -1)
+	if !ok {
+		return cli.RunResultHelp
+	}
+	if *parallelism < 1 {
+		c.Ui.Error(fmt.Sprintf("-parallelism must be at least 1; got %d.\n", *parallelism))
+		return cli.RunResultHelp
+	}
+	ids := make([]instance.ID, len(rest))
+	for i, id := range rest {
+		ids[i] = instance.ID(id)
+	}
+
+	progress := c.newProgressPrinter()
+	r, err := c.groupRunner(groupRunnerOptions{
+		operation: "group destroy-instances", lockTimeout: *lockTimeout, parallelism: *parallelism,
+		progress: progress.callback(),
+	})
+	if err != nil {
+		c.showError("Error destroying instances", err)
+		return 1
+	}
+	defer c.closeRunner(r)
+
+	res, err := r.DestroyInstances(c.Context(), name, ids)
+	progress.finish()
+	failed := c.reportGroupFailures(res)
+	if err != nil {
+		c.showError("Error destroying instances", err)
+		return 1
+	}
+	c.Ui.Output(fmt.Sprintf("Destroyed %d of the %d instances named in group %q.", res.Destroyed, len(ids), name))
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// Synopsis is the one-line description in `infrakit group -help`.
+func (c *GroupDestroyInstancesCommand) Synopsis() string {
+	return "Destroy chosen instances of a group"
+}
+
+// Help is the text of `infrakit group destroy-instances -help`.
+func (c *GroupDestroyInstancesCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] group destroy-instances NAME ID... [options]
+
+  Destroys the named instances of the group. For cattle the desired size in
+  the state drops by as many, so the group does not grow them back (run
+  "infrakit apply" to return to the size the stack files declare). For pets
+  the logical IDs stay: the next apply provisions them again.
+
+Options:
+
+  -parallelism N      Provider calls in flight at once (default 10).
+
+  -lock-timeout D     How long to wait for the state lock (default 30s).
+`)
+}
+
+// GroupFreeCommand is `infrakit group free NAME`.
+type GroupFreeCommand struct {
+	Meta
+}
+
+// Run marks the group freed in the state; no provider is called to change
+// anything.
+func (c *GroupFreeCommand) Run(args []string) int {
+	fs := c.FlagSet("group free")
+	lockTimeout := FlagLockTimeout(fs)
+	name, _, ok := c.parseGroupArgs("free", fs, args, 0, 0)
+	if !ok {
+		return cli.RunResultHelp
+	}
+	r, err := c.groupRunner(groupRunnerOptions{operation: "group free", lockTimeout: *lockTimeout})
+	if err != nil {
+		c.showError("Error freeing the group", err)
+		return 1
+	}
+	defer c.closeRunner(r)
+
+	if err := r.FreeGroup(c.Context(), name); err != nil {
+		c.showError("Error freeing the group", err)
+		return 1
+	}
+	c.Ui.Output(fmt.Sprintf("Group %q is freed: infrakit no longer manages it and left its instances as they are.\n"+
+		"Run \"infrakit apply\" to manage it again.", name))
+	return 0
+}
+
+// Synopsis is the one-line description in `infrakit group -help`.
+func (c *GroupFreeCommand) Synopsis() string {
+	return "Stop managing a group, leaving its instances alone"
+}
+
+// Help is the text of `infrakit group free -help`.
+func (c *GroupFreeCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] group free NAME [options]
+
+  Stops managing the group: infrakit touches none of its instances, and
+  neither apply nor watch creates or destroys any for it. The instances and
+  their tags stay as they are. "infrakit plan" shows the group as "resume"
+  while it is in the stack files; the next "infrakit apply" manages it
+  again. A freed group removed from the stack files is never destroyed by
+  surprise: its instances are left alone.
+
+Options:
+
+  -lock-timeout D     How long to wait for the state lock (default 30s).
+`)
+}
+
+// GroupDestroyCommand is `infrakit group destroy NAME [-auto-approve]`.
+type GroupDestroyCommand struct {
+	Meta
+}
+
+// Run destroys every member of the group, after asking unless -auto-approve.
+func (c *GroupDestroyCommand) Run(args []string) int {
+	fs := c.FlagSet("group destroy")
+	autoApprove := fs.Bool("auto-approve", false, "destroy without asking")
+	lockTimeout := FlagLockTimeout(fs)
+	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
+	name, _, ok := c.parseGroupArgs("destroy", fs, args, 0, 0)
+	if !ok {
+		return cli.RunResultHelp
+	}
+	if *parallelism < 1 {
+		c.Ui.Error(fmt.Sprintf("-parallelism must be at least 1; got %d.\n", *parallelism))
+		return cli.RunResultHelp
+	}
+
+	progress := c.newProgressPrinter()
+	r, err := c.groupRunner(groupRunnerOptions{
+		operation: "group destroy", lockTimeout: *lockTimeout, parallelism: *parallelism,
+		progress: progress.callback(),
+	})
+	if err != nil {
+		c.showError("Error destroying the group", err)
+		return 1
+	}
+	defer c.closeRunner(r)
+
+	if !*autoApprove {
+		v, err := r.Group(c.Context(), name)
+		if err != nil {
+			c.showError("Error destroying the group", err)
+			return 1
+		}
+		// The same question apply and destroy ask; "yes" alone approves.
+		if err := c.approve(fmt.Sprintf("Do you really want to destroy group %q?", name),
+			fmt.Sprintf("infrakit will destroy all %d of its instances and remove the group from the state. There is no undo.",
+				len(v.Instances))); err != nil {
+			c.showError("Destroy cancelled", err)
+			return 1
+		}
+	}
+	res, err := r.DestroyGroup(c.Context(), name)
+	progress.finish()
+	failed := c.reportGroupFailures(res)
+	if err != nil {
+		c.showError("Error destroying the group", err)
+		return 1
+	}
+	c.Ui.Output(fmt.Sprintf("Group %q destroyed: %d instances destroyed.", name, res.Destroyed))
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// Synopsis is the one-line description in `infrakit group -help`.
+func (c *GroupDestroyCommand) Synopsis() string { return "Destroy a group and all its instances" }
+
+// Help is the text of `infrakit group destroy -help`.
+func (c *GroupDestroyCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] group destroy NAME [options]
+
+  Destroys every instance of the group and removes the group from the
+  state, after asking for confirmation. If the group is still in the stack
+  files, the next "infrakit apply" creates it again; remove it from the
+  files to be rid of it.
+
+Options:
+
+  -auto-approve       Destroy without asking.
+
+  -parallelism N      Provider calls in flight at once (default 10).
+
+  -lock-timeout D     How long to wait for the state lock (default 30s).
+`)
+}

@@ -1,0 +1,218 @@
+package command
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/mitchellh/cli"
+
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/plan"
+)
+
+// PlanCommand is `infrakit plan`: it observes the providers and shows what
+// apply would do.
+type PlanCommand struct {
+	Meta
+}
+
+// fileFlag collects repeated -f flags in order.
+type fileFlag []string
+
+func (f *fileFlag) String() string     { return strings.Join(*f, ",") }
+func (f *fileFlag) Set(v string) error { *f = append(*f, v); return nil }
+
+// stackFlags are the flags plan, apply and destroy share.
+type stackFlags struct {
+	files       fileFlag
+	parallelism *int
+	jsonOut     *bool
+	lockTimeout *time.Duration
+}
+
+func (m *Meta) stackFlagSet(name string) (*flag.FlagSet, *stackFlags) {
+	fs := m.FlagSet(name)
+	sf := &stackFlags{}
+	fs.Var(&sf.files, "f", "also read this stack file (repeatable)")
+	sf.parallelism = fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
+	sf.jsonOut = FlagJSON(fs)
+	sf.lockTimeout = FlagLockTimeout(fs)
+	return fs, sf
+}
+
+// runner starts an operation.Runner over the working directory.
+func (m *Meta) runner(op string, sf *stackFlags, progress func(operation.Progress)) (*operation.Runner, error) {
+	files := make([]string, len(sf.files))
+	for i, f := range sf.files {
+		files[i] = m.Path(f)
+	}
+	return operation.New(m.Context(), operation.Options{
+		WorkDir:     m.WorkDir,
+		ExtraFiles:  files,
+		Logger:      m.Logger.Named(op),
+		Parallelism: *sf.parallelism,
+		LockTimeout: *sf.lockTimeout,
+		Operation:   op,
+		Progress:    progress,
+	})
+}
+
+// Run plans and renders the plan. Exit status: 0 success (with
+// -detailed-exitcode: no changes), 1 error, 2 changes with -detailed-exitcode.
+func (c *PlanCommand) Run(args []string) int {
+	fs, sf := c.stackFlagSet("plan")
+	out := fs.String("out", "", "save the plan to this file, for `infrakit apply FILE`")
+	detailed := fs.Bool("detailed-exitcode", false, "exit 2 when there are changes")
+	destroy := fs.Bool("destroy", false, "plan the destruction of everything in state")
+	rest, err := ParseArgs(fs, args)
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
+		return cli.RunResultHelp
+	}
+	if len(rest) > 0 {
+		c.Ui.Error(fmt.Sprintf("The plan command takes no arguments; got %q.\n", rest))
+		return cli.RunResultHelp
+	}
+	if *sf.parallelism < 1 {
+		c.Ui.Error(fmt.Sprintf("-parallelism must be at least 1; got %d.\n", *sf.parallelism))
+		return cli.RunResultHelp
+	}
+
+	r, err := c.runner("plan", sf, nil)
+	if err != nil {
+		c.showError("Error preparing the plan", err)
+		return 1
+	}
+	defer c.closeRunner(r)
+
+	p, files, ok := c.makePlan(r, *destroy)
+	if !ok {
+		return 1
+	}
+	if *sf.jsonOut {
+		if err := plan.RenderJSON(c.Stdout, p); err != nil {
+			c.showError("Error writing the plan", err)
+			return 1
+		}
+	} else if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color()}); err != nil {
+		c.showError("Error writing the plan", err)
+		return 1
+	}
+	if *out != "" {
+		if err := savePlan(c.Path(*out), p); err != nil {
+			c.showError("Error saving the plan", err)
+			return 1
+		}
+		if !*sf.jsonOut {
+			c.Ui.Output(fmt.Sprintf("\nSaved the plan to: %s\n\nTo perform exactly these actions, run:\n  infrakit apply %s", *out, *out))
+		}
+	}
+	if c.reportUnknownGroups(files, p) {
+		return 1
+	}
+	if *detailed && p.HasChanges() {
+		return 2
+	}
+	return 0
+}
+
+// makePlan loads the stack and computes the plan, reporting errors as
+// diagnostics. A destroy plan works from the state alone: it needs no stack
+// files, so broken or deleted ones never stand in the way of a destroy.
+func (m *Meta) makePlan(r *operation.Runner, destroy bool) (*plan.Plan, map[string]*hcl.File, bool) {
+	var files map[string]*hcl.File
+	var st *config.Stack
+	if !destroy {
+		var diags hcl.Diagnostics
+		st, files, diags = r.LoadStack(m.Context())
+		m.ShowDiagnostics(files, diags)
+		if diags.HasErrors() {
+			return nil, files, false
+		}
+	}
+	p, err := r.Plan(m.Context(), st, operation.PlanMode{Destroy: destroy})
+	if err != nil {
+		m.showError("Error computing the plan", err)
+		return nil, files, false
+	}
+	return p, files, true
+}
+
+// reportUnknownGroups shows an error for each group that could not be
+// observed and reports whether there was any.
+func (m *Meta) reportUnknownGroups(files map[string]*hcl.File, p *plan.Plan) bool {
+	var diags hcl.Diagnostics
+	for _, g := range p.Groups {
+		if g.Action == plan.ActionUnknown {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  fmt.Sprintf("Group %q could not be observed", g.Group),
+				Detail:   g.Error,
+			})
+		}
+	}
+	m.ShowDiagnostics(files, diags)
+	return len(diags) > 0
+}
+
+// savePlan writes the plan file atomically enough for a CLI: a temporary
+// file renamed into place, so a failed save never leaves half a plan.
+func savePlan(path string, p *plan.Plan) error {
+	var buf bytes.Buffer
+	if err := p.Save(&buf); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// Synopsis is the one-line description in `infrakit -help`.
+func (c *PlanCommand) Synopsis() string { return "Show what apply would change" }
+
+// Help is the text of `infrakit plan -help`.
+func (c *PlanCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] plan [options]
+
+  Loads the stack, lists every group's instances from its provider (by the
+  tags infrakit puts on them) and shows what apply would do: instances to
+  create (+), groups to change in place (~), instances to replace because
+  their configuration changed (-/+) and instances or groups to destroy (-).
+  plan changes nothing.
+
+  Health is asked only where the plan depends on it (which members a
+  scale-down removes, rolling updates); replacing unhealthy members is the
+  job of "infrakit watch".
+
+Options:
+
+  -out FILE            Save the plan, to apply exactly it with
+                       "infrakit apply FILE". apply refuses it once the
+                       state has changed.
+
+  -detailed-exitcode   Exit 0 with no changes, 2 with changes, 1 on error.
+
+  -destroy             Plan the destruction of every group in the state.
+
+  -json                Print the plan as one JSON document.
+
+  -parallelism N       Provider calls in flight at once (default 10).
+
+  -lock-timeout D      How long to wait for the state lock (default 30s).
+
+  -f FILE              Also read FILE as a stack file. Repeatable.
+`)
+}

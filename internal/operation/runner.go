@@ -1,0 +1,217 @@
+package operation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/pluginhost"
+	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/sdk/flavor"
+	"github.com/infrakit/infrakit/sdk/provider"
+)
+
+// StateFile is the local state's file name in the working directory.
+const StateFile = "infrakit.state.json"
+
+// Defaults of Options.
+const (
+	DefaultParallelism        = 10
+	DefaultStateWriteInterval = time.Second
+)
+
+// ErrNotInitialized says the working directory has no lock file: no
+// provider was installed for it.
+var ErrNotInitialized = errors.New(`no providers are installed here: run "infrakit init"`)
+
+func newRunner(opts Options) (*Runner, error) {
+	wd := opts.WorkDir
+	if wd == "" {
+		wd = "."
+	}
+	abs, err := filepath.Abs(wd)
+	if err != nil {
+		return nil, fmt.Errorf("working directory: %w", err)
+	}
+	opts.WorkDir = abs
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = DefaultParallelism
+	}
+	if opts.StateWriteInterval <= 0 {
+		opts.StateWriteInterval = DefaultStateWriteInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	return &Runner{
+		opts:  opts,
+		log:   opts.Logger,
+		store: state.NewLocal(filepath.Join(abs, StateFile)),
+	}, nil
+}
+
+func (r *Runner) close() error {
+	r.mu.Lock()
+	h := r.host
+	r.host, r.closed = nil, true
+	r.mu.Unlock()
+	if h != nil {
+		return h.Close()
+	}
+	return nil
+}
+
+// hostFor returns the plugin host, creating it on first use. A working
+// directory without a lock file has had no `infrakit init`.
+func (r *Runner) hostFor() (*pluginhost.Host, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, pluginhost.ErrClosed
+	}
+	if r.host != nil {
+		return r.host, nil
+	}
+	lockPath := filepath.Join(r.opts.WorkDir, pluginhost.LockFileName)
+	if _, err := os.Stat(lockPath); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s has no %s: %w", r.opts.WorkDir, pluginhost.LockFileName, ErrNotInitialized)
+	}
+	h, err := pluginhost.New(pluginhost.Options{
+		WorkDir: r.opts.WorkDir,
+		Logger:  r.log.Named("pluginhost"),
+		Env:     r.opts.HostEnv,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.host = h
+	return h, nil
+}
+
+// loadStack loads the stack files and validates them with the providers.
+func (r *Runner) loadStack(ctx context.Context) (*config.Stack, map[string]*hcl.File, hcl.Diagnostics) {
+	st, diags := config.Load(r.opts.WorkDir, r.opts.ExtraFiles...)
+	if diags.HasErrors() {
+		return st, st.Files, diags
+	}
+	h, err := r.hostFor()
+	if err != nil {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Providers not available",
+			Detail:   err.Error(),
+		})
+		return st, st.Files, diags
+	}
+	launchAll(ctx, h, st)
+	diags = append(diags, config.ValidateWithProviders(ctx, st, validator{host: h})...)
+	return st, st.Files, diags
+}
+
+// launchAll starts the stack's providers side by side: validation asks them
+// one after another, and a launch (process start, handshake, mTLS keys) is
+// the slowest part of a small command. Launch errors are left for
+// validation to report, at the provider block.
+func launchAll(ctx context.Context, h *pluginhost.Host, st *config.Stack) {
+	var wg sync.WaitGroup
+	for _, p := range st.Providers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = h.Client(ctx, p.Key())
+		}()
+	}
+	wg.Wait()
+}
+
+// validator answers config.ValidateWithProviders with the host's providers.
+type validator struct{ host *pluginhost.Host }
+
+var _ config.Validator = validator{}
+
+func (v validator) Metadata(ctx context.Context, key string) (provider.Metadata, error) {
+	c, err := v.host.Client(ctx, key)
+	if err != nil {
+		return provider.Metadata{}, err
+	}
+	return c.Metadata(ctx)
+}
+
+func (v validator) ValidateInstance(ctx context.Context, key, typ string, props json.RawMessage) error {
+	c, err := v.host.Client(ctx, key)
+	if err != nil {
+		return err
+	}
+	return c.Instance(typ).Validate(ctx, props)
+}
+
+func (v validator) ValidateFlavor(ctx context.Context, key, typ string, props json.RawMessage, alloc flavor.Allocation) error {
+	c, err := v.host.Client(ctx, key)
+	if err != nil {
+		return err
+	}
+	return c.Flavor(typ).Validate(ctx, props, alloc)
+}
+
+// lock takes the state lock for op, waiting up to LockTimeout.
+func (r *Runner) lock(ctx context.Context, op string) (func() error, error) {
+	if r.opts.Operation != "" {
+		op = r.opts.Operation
+	}
+	lctx, cancel := context.WithTimeout(ctx, max(r.opts.LockTimeout, 0))
+	defer cancel()
+	unlock, err := r.store.Lock(lctx, state.LockInfo{Operation: op})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("waiting for the state lock: %w", errors.Join(err, ctx.Err()))
+		}
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// controllerFor builds the group controller of g, with its providers
+// launched. stack is the stack name its members are tagged with; record,
+// when set, receives its batches.
+func (r *Runner) controllerFor(ctx context.Context, stack string, g *config.Group, record func(group.Record)) (*group.Controller, error) {
+	h, err := r.hostFor()
+	if err != nil {
+		return nil, err
+	}
+	ic, err := h.Client(ctx, g.Instance.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("group %q: %w", g.Name, err)
+	}
+	plugins := group.Plugins{Instance: ic.Instance(g.Instance.Type)}
+	for _, f := range g.Flavors {
+		fc, err := h.Client(ctx, f.Provider)
+		if err != nil {
+			return nil, fmt.Errorf("group %q: %w", g.Name, err)
+		}
+		plugins.Flavors = append(plugins.Flavors, group.Flavor{Plugin: fc.Flavor(f.Type), Properties: f.Properties})
+	}
+	opts := group.Options{
+		Stack:       stack,
+		Parallelism: r.opts.Parallelism,
+		Record:      record,
+		Logger:      r.log.Named("group").With("group", g.Name),
+	}
+	if r.opts.Progress != nil {
+		progress := r.opts.Progress
+		opts.Progress = func(ev group.Event) {
+			progress(Progress{Group: ev.Group, Action: ev.Action, ID: ev.ID, Err: ev.Err, Done: ev.Done, Total: ev.Total})
+		}
+	}
+	return group.New(g, plugins, opts)
+}
