@@ -273,6 +273,12 @@ func (l *Local) backup(dir, base string) error {
 		os.Remove(name)
 		return err
 	}
+	// rename(2) does nothing when both names are links to one file, which
+	// they are after a writer died between keeping the backup and
+	// replacing the state: the temporary name must then go by hand.
+	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	return nil
 }
 

@@ -444,3 +444,25 @@ func TestLocalRefusalMessage(t *testing.T) {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 }
+
+// A writer that died after keeping the backup but before replacing the state
+// leaves the backup a hard link of the state itself; the next write must not
+// leave its temporary backup name behind.
+func TestLocalBackupSameFileAsState(t *testing.T) {
+	l := newLocal(t)
+	doc := writeFresh(t, l)
+	if err := os.Remove(l.BackupPath()); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := os.Link(l.Path(), l.BackupPath()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(t.Context(), doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range dirNames(t, filepath.Dir(l.Path())) {
+		if strings.Contains(n, ".tmp-") {
+			t.Errorf("temp file %s left behind", n)
+		}
+	}
+}
