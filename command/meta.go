@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -106,10 +107,45 @@ func (m *Meta) ShowDiagnostics(files map[string]*hcl.File, diags hcl.Diagnostics
 	if len(diags) == 0 {
 		return
 	}
+	files, diags = m.relativeDiagnostics(files, diags)
 	if err := config.WriteDiagnostics(m.Stderr, files, diags, false); err != nil {
 		// Stderr itself failed; there is nowhere left to report it.
 		m.Logger.Error("writing diagnostics", "error", err)
 	}
+}
+
+// relativeDiagnostics names files relative to the working directory, as
+// users wrote them, instead of by the absolute paths they were loaded from.
+func (m *Meta) relativeDiagnostics(files map[string]*hcl.File, diags hcl.Diagnostics) (map[string]*hcl.File, hcl.Diagnostics) {
+	rel := func(name string) string {
+		if m.WorkDir == "" || !filepath.IsAbs(name) {
+			return name
+		}
+		r, err := filepath.Rel(m.WorkDir, name)
+		if err != nil || strings.HasPrefix(r, "..") {
+			return name
+		}
+		return r
+	}
+	relRange := func(r *hcl.Range) *hcl.Range {
+		if r == nil {
+			return nil
+		}
+		c := *r
+		c.Filename = rel(c.Filename)
+		return &c
+	}
+	outFiles := make(map[string]*hcl.File, len(files))
+	for name, f := range files {
+		outFiles[rel(name)] = f
+	}
+	out := make(hcl.Diagnostics, len(diags))
+	for i, d := range diags {
+		c := *d
+		c.Subject, c.Context = relRange(d.Subject), relRange(d.Context)
+		out[i] = &c
+	}
+	return outFiles, out
 }
 
 // FlagSet returns an empty flag set for the named command. Parse errors are

@@ -42,7 +42,7 @@ func TestValidateStackErrors(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Error: Unsupported argument",
-		filepath.Join(wd, "main.hcl") + `:6:3, in group "web":`,
+		`on main.hcl:6:3, in group "web":`,
 		"   6:   sise = 1\n        ^^^^\n",
 		`Did you mean "size"?`,
 	} {

@@ -54,7 +54,7 @@ func TestValidateBadInput(t *testing.T) {
 	w.writeFile("main.hcl", typoStack)
 	for _, verb := range []string{"validate", "plan"} {
 		res := w.expect(1, verb)
-		for _, want := range []string{"main.hcl:8:3", "sise = 3", `"sise"`} {
+		for _, want := range []string{"on main.hcl:8:3", "sise = 3", `"sise"`} {
 			if !strings.Contains(res.stderr, want) {
 				t.Errorf("%s: stderr lacks %q\n%s", verb, want, res)
 			}
