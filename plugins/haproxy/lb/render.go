@@ -1,0 +1,200 @@
+package lb
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/infrakit/infrakit/sdk/loadbalancer"
+)
+
+// renderInput is everything the configuration is made of; render is a pure
+// function of it.
+type renderInput struct {
+	// Owned: the provider runs this HAProxy, so the file has a global
+	// section (with the admin socket). In external mode the file holds only
+	// a defaults section and the load balancers' sections, to be loaded
+	// beside the operator's own files.
+	Owned        bool
+	AdminSocket  string
+	Bind         string
+	CheckPath    string
+	FastInterval time.Duration
+	// CertFiles maps a certificate name to the PEM file that terminates it;
+	// a name missing here is passed through (see modeOf).
+	CertFiles map[string]string
+	Record    *Record
+}
+
+// Section names of a route of a load balancer.
+func frontendName(lb string, port int) string { return fmt.Sprintf("fe_%s_%d", lb, port) }
+func backendName(lb string, port int) string  { return fmt.Sprintf("be_%s_%d", lb, port) }
+func slotName(slot int) string                { return fmt.Sprintf("s%d", slot) }
+
+// routeMode is how a route is proxied.
+type routeMode struct {
+	Mode      string // "tcp" or "http"
+	CertFile  string // set when the frontend terminates TLS
+	ServerSSL bool   // re-encrypt to the backends (TLS terminated, backend https/ssl)
+	HTTPCheck bool   // health check with an HTTP GET rather than a TCP connect
+}
+
+// modeOf decides how a route is proxied:
+//
+//   - tcp and ssl listen in tcp mode, http in http mode.
+//   - https and ssl with a certificate whose PEM file exists terminate TLS
+//     at the frontend (https then in http mode); without one the TLS stream
+//     is passed through untouched in tcp mode, and the certificate name is
+//     only kept in the record.
+//   - Terminated TLS towards an https or ssl backend is re-encrypted.
+//   - Health checks are HTTP GETs when the backend speaks plain HTTP to an
+//     http-mode section, TCP connects otherwise.
+func modeOf(rt RouteRecord, certFiles map[string]string) routeMode {
+	lbp, bp := normProto(loadbalancer.Protocol(rt.LoadBalancerProtocol)), normProto(loadbalancer.Protocol(rt.Protocol))
+	var m routeMode
+	if lbp == loadbalancer.HTTPS || lbp == loadbalancer.SSL {
+		m.CertFile = certFiles[rt.Certificate]
+	}
+	switch {
+	case lbp == loadbalancer.HTTP, lbp == loadbalancer.HTTPS && m.CertFile != "":
+		m.Mode = "http"
+	default:
+		m.Mode = "tcp"
+	}
+	m.ServerSSL = m.CertFile != "" && (bp == loadbalancer.HTTPS || bp == loadbalancer.SSL)
+	m.HTTPCheck = m.Mode == "http" && bp == loadbalancer.HTTP
+	return m
+}
+
+// render writes the HAProxy configuration. With servers false every slot is
+// rendered as an empty one, which gives the configuration's structure: two
+// configurations with the same structure differ only in what the runtime
+// API can change without a reload.
+func render(in renderInput, servers bool) []byte {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("# Written by infrakit-provider-haproxy from its state.json; edits are lost on its next change.")
+	if in.Owned {
+		w("global")
+		// The admin socket exposes the listening sockets so a reloaded
+		// worker takes them over without a moment of refused connections.
+		w("    stats socket %s mode 600 level admin expose-fd listeners", in.AdminSocket)
+		w("    stats timeout 30s")
+		w("")
+	}
+	w("defaults")
+	w("    mode tcp")
+	w("    balance roundrobin")
+	w("    timeout connect 5s")
+	w("    timeout client 1m")
+	w("    timeout server 1m")
+	w("    timeout tunnel 1h")
+	// A backend that refuses the connection (stopped, not yet listening)
+	// costs a retry on another server, not a failed request.
+	w("    retries 3")
+	w("    option redispatch 1")
+	for _, name := range in.Record.names() {
+		l := in.Record.LoadBalancers[name]
+		for _, rt := range l.Routes {
+			w("")
+			renderRoute(w, in, name, l, rt, servers)
+		}
+	}
+	return []byte(b.String())
+}
+
+func renderRoute(w func(string, ...any), in renderInput, name string, l *LB, rt RouteRecord, servers bool) {
+	m := modeOf(rt, in.CertFiles)
+	w("# load balancer %s: lb_port %d %s -> port %d %s%s", name, rt.LoadBalancerPort, rt.LoadBalancerProtocol, rt.Port, rt.Protocol, certComment(rt, m))
+	w("frontend %s", frontendName(name, rt.LoadBalancerPort))
+	bind := "    bind " + net.JoinHostPort(in.Bind, fmt.Sprint(rt.LoadBalancerPort))
+	if m.CertFile != "" {
+		bind += " ssl crt " + m.CertFile
+	}
+	w("%s", bind)
+	w("    mode %s", m.Mode)
+	if m.Mode == "http" {
+		w("    option forwardfor")
+	}
+	w("    default_backend %s", backendName(name, rt.LoadBalancerPort))
+	w("backend %s", backendName(name, rt.LoadBalancerPort))
+	w("    mode %s", m.Mode)
+	var ds []string
+	if hc := l.HealthCheck; hc != nil {
+		if m.HTTPCheck {
+			w("    option httpchk GET %s", in.CheckPath)
+		}
+		w("    timeout check %dms", hc.TimeoutMS)
+		fast := min(int(in.FastInterval/time.Millisecond), hc.IntervalMS)
+		ds = append(ds, "check", fmt.Sprintf("inter %dms fastinter %dms downinter %dms rise %d fall %d", hc.IntervalMS, fast, fast, hc.Healthy, hc.Unhealthy))
+		// A check port only makes sense when backends take the route's
+		// port; one that registered with its own port is checked there.
+		if hc.BackendPort > 0 && !anyOwnPort(l) {
+			ds = append(ds, fmt.Sprintf("port %d", hc.BackendPort))
+		}
+	}
+	if m.ServerSSL {
+		ds = append(ds, "ssl verify none")
+	}
+	if len(ds) > 0 {
+		w("    default-server %s", strings.Join(ds, " "))
+	}
+	bySlot := map[int]BackendRecord{}
+	if servers {
+		for _, be := range l.Backends {
+			if be.Slot > 0 {
+				bySlot[be.Slot] = be
+			}
+		}
+	}
+	for slot := 1; slot <= l.Slots; slot++ {
+		be, ok := bySlot[slot]
+		if !ok {
+			w("    server %s 0.0.0.0:0 disabled", slotName(slot))
+			continue
+		}
+		ip, _ := netip.ParseAddr(be.IP) // resolved IPs are valid; see resolve
+		w("    server %s %s # %s", slotName(slot), net.JoinHostPort(ip.String(), fmt.Sprint(serverPort(be, rt))), be.ID)
+	}
+}
+
+func certComment(rt RouteRecord, m routeMode) string {
+	switch {
+	case rt.Certificate == "":
+		return ""
+	case m.CertFile != "":
+		return fmt.Sprintf(" (certificate %s: TLS terminated with %s)", rt.Certificate, m.CertFile)
+	default:
+		return fmt.Sprintf(" (certificate %s: no PEM file, TLS passed through)", rt.Certificate)
+	}
+}
+
+// serverPort is where a backend takes a route's traffic: the port of its
+// address when it registered with one (each local process listens on its
+// own), else the route's backend port.
+func serverPort(b BackendRecord, rt RouteRecord) int {
+	if b.Port > 0 {
+		return b.Port
+	}
+	return rt.Port
+}
+
+func anyOwnPort(l *LB) bool {
+	for _, b := range l.Backends {
+		if b.Port > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// structureHash identifies a configuration's structure (render with empty
+// slots): when it changes, HAProxy must reload.
+func structureHash(in renderInput) string {
+	sum := sha256.Sum256(render(in, false))
+	return hex.EncodeToString(sum[:12])
+}
