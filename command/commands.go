@@ -21,6 +21,7 @@ func Commands(meta Meta) map[string]cli.CommandFactory {
 	return map[string]cli.CommandFactory{
 		// One line per verb, kept in alphabetical order.
 		"apply":                   func() (cli.Command, error) { return &ApplyCommand{Meta: meta}, nil },
+		"convert":                 func() (cli.Command, error) { return &ConvertCommand{Meta: meta}, nil },
 		"destroy":                 func() (cli.Command, error) { return &DestroyCommand{Meta: meta}, nil },
 		"fmt":                     func() (cli.Command, error) { return &FmtCommand{Meta: meta}, nil },
 		"group":                   func() (cli.Command, error) { return &GroupCommand{Meta: meta}, nil },

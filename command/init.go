@@ -29,6 +29,8 @@ func (c *InitCommand) Run(args []string) int {
 	var dirs pluginDirFlag
 	fs.Var(&dirs, "plugin-dir", "directory to look for provider binaries in first (repeatable)")
 	upgrade := fs.Bool("upgrade", false, "accept provider binaries that differ from the lock file")
+	migrate := fs.Bool("migrate-state", false, "move the state to the backend the stack configures")
+	lockTimeout := FlagLockTimeout(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -43,6 +45,9 @@ func (c *InitCommand) Run(args []string) int {
 	c.ShowDiagnostics(stack.Files, diags)
 	if diags.HasErrors() {
 		return 1
+	}
+	if code := c.initBackend(stack, *migrate, *lockTimeout); code != 0 {
+		return code
 	}
 	var names []string
 	for _, p := range stack.Providers {
@@ -94,7 +99,7 @@ func (c *InitCommand) Synopsis() string {
 // Help is the text of `infrakit init -help`.
 func (c *InitCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] init [-plugin-dir DIR]... [-upgrade]
+Usage: infrakit [global options] init [-plugin-dir DIR]... [-upgrade] [-migrate-state]
 
   Installs the providers the stack's provider blocks name into
   .infrakit/plugins and records their versions and checksums in
@@ -112,5 +117,14 @@ Options:
 
   -upgrade          Look for every provider again and accept binaries whose
                     version or checksum differs from the lock file.
+
+  -migrate-state    The stack's backend block changed (say, from the local
+                    file to etcd): move the state from the backend recorded
+                    in .infrakit/backend.json to the configured one, verify
+                    it, and keep the old copy as a backup. Without this flag
+                    init stops when the old backend still holds state.
+
+  -lock-timeout D   How long -migrate-state waits for the state locks
+                    (default 30s).
 `)
 }

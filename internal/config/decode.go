@@ -482,7 +482,7 @@ func (l *loader) decodeTarget(b *hcl.Block) EnrollmentTarget {
 	if a := content.Attributes["properties"]; a != nil {
 		t.PropertiesRange = a.Expr.Range()
 		t.PropertiesExpr = a.Expr
-		t.Properties = string(a.Expr.Range().SliceBytes(l.st.Files[a.Expr.Range().Filename].Bytes))
+		t.Properties = l.sourceText(a.Expr)
 		v, vd := a.Expr.Value(memberEvalContext(cty.UnknownVal(MemberType())))
 		l.diags = append(l.diags, vd...)
 		if !vd.HasErrors() && !isObjectLike(v) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -87,7 +88,7 @@ func encodeGroup(b *hclwrite.Body, g *Group) error {
 		for k, v := range g.Tags {
 			tags[k] = cty.StringVal(v)
 		}
-		b.SetAttributeValue("tags", cty.ObjectVal(tags))
+		b.SetAttributeRaw("tags", valueTokens(cty.ObjectVal(tags)))
 	}
 	if err := encodePlugin(b.AppendNewBlock("instance", nil).Body(), g.Instance); err != nil {
 		return fmt.Errorf("instance: %w", err)
@@ -134,7 +135,7 @@ func encodePlugin(b *hclwrite.Body, p Plugin) error {
 		return fmt.Errorf("properties: %w", err)
 	}
 	if v.IsNull() || v.LengthInt() > 0 {
-		b.SetAttributeValue("properties", v)
+		b.SetAttributeRaw("properties", valueTokens(v))
 	}
 	return nil
 }
@@ -228,9 +229,33 @@ func setObjectAttributes(b *hclwrite.Body, raw []byte) error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		b.SetAttributeValue(name, v.GetAttr(name))
+		b.SetAttributeRaw(name, valueTokens(v.GetAttr(name)))
 	}
 	return nil
+}
+
+// valueTokens is hclwrite.TokensForValue with one fix: an object key
+// spelled "for" right after the opening brace would read back as a for
+// expression, so it is written quoted.
+func valueTokens(v cty.Value) hclwrite.Tokens {
+	toks := hclwrite.TokensForValue(v)
+	out := make(hclwrite.Tokens, 0, len(toks))
+	prev := hclsyntax.TokenNil
+	for _, t := range toks {
+		if t.Type == hclsyntax.TokenIdent && string(t.Bytes) == "for" && prev == hclsyntax.TokenOBrace {
+			out = append(out,
+				&hclwrite.Token{Type: hclsyntax.TokenOQuote, Bytes: []byte(`"`), SpacesBefore: t.SpacesBefore},
+				&hclwrite.Token{Type: hclsyntax.TokenQuotedLit, Bytes: []byte("for")},
+				&hclwrite.Token{Type: hclsyntax.TokenCQuote, Bytes: []byte(`"`)})
+			prev = hclsyntax.TokenCQuote
+			continue
+		}
+		out = append(out, t)
+		if t.Type != hclsyntax.TokenNewline {
+			prev = t.Type
+		}
+	}
+	return out
 }
 
 // shortDuration writes a duration as a user would: "5m", not "5m0s".

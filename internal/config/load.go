@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/infrakit/infrakit/internal/config/legacy"
 )
 
 // Block types at the top level of a stack file.
@@ -34,11 +36,22 @@ var rootSchema = &hcl.BodySchema{
 
 // stackSchema is the body of the stack block. Settings of the stack as a
 // whole (a backend block) are added here and decoded in decodeStack.
-var stackSchema = &hcl.BodySchema{}
+var stackSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: blockBackend, LabelNames: []string{"type"}}},
+}
 
 // Load reads a stack: every *.hcl file directly in dir, in name order, then
 // each extra file. Hidden files (.infrakit.lock.hcl) are not stack files. dir
 // may be empty to read only the extra files.
+//
+// Specifications in the old formats (legacy group JSON, new-schema YAML or
+// JSON; see package legacy) are part of the stack too: the *.json, *.yml and
+// *.yaml files of dir that are specifications (legacy.IsSpecification, so
+// the state file is not one) and every extra file with one of those
+// extensions. The providers and load balancers they name are implied: the
+// stack gets a provider or loadbalancer block for each it does not declare.
+// A stack whose files have no stack block but some specifications is named
+// after the directory (a warning says so).
 //
 // The returned Stack is never nil and its Files are always set, so callers
 // can render the diagnostics with WriteDiagnostics; when the diagnostics have
@@ -51,20 +64,73 @@ func Load(dir string, extra ...string) (*Stack, hcl.Diagnostics) {
 	}
 	parser := hclparse.NewParser()
 	var files []*hcl.File
+	var specs []*legacy.File
 	for _, name := range names {
-		f, d := parser.ParseHCLFile(name)
+		if !legacy.IsFile(name) {
+			f, d := parser.ParseHCLFile(name)
+			diags = append(diags, d...)
+			if f != nil {
+				files = append(files, f)
+			}
+			continue
+		}
+		spec, d := readSpecification(name)
 		diags = append(diags, d...)
-		if f != nil {
-			files = append(files, f)
+		if spec != nil {
+			st.Files[name] = spec.HCL
+			files = append(files, spec.HCL)
+			specs = append(specs, spec)
 		}
 	}
-	st.Files = parser.Files()
+	for name, f := range parser.Files() {
+		st.Files[name] = f
+	}
 	if diags.HasErrors() {
 		return st, diags
 	}
 	l := newLoader(st)
+	l.specs = specs
+	if len(specs) > 0 {
+		l.impliedName = impliedStackName(dir, names)
+	}
 	l.load(files)
 	return st, append(diags, l.diags...)
+}
+
+// readSpecification reads and converts one specification file.
+func readSpecification(name string) (*legacy.File, hcl.Diagnostics) {
+	src, err := os.ReadFile(name)
+	if err != nil {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Failed to read file",
+			Detail:   fmt.Sprintf("The specification %q could not be read: %s.", name, err),
+		}}
+	}
+	return legacy.Parse(src, name)
+}
+
+// impliedStackName names a stack of specifications without a stack block
+// after its directory (dir, or the first specification's), as Docker
+// Compose names a project.
+func impliedStackName(dir string, names []string) string {
+	if dir == "" {
+		for _, n := range names {
+			if legacy.IsFile(n) {
+				dir = filepath.Dir(n)
+				break
+			}
+		}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	name := filepath.Base(abs)
+	if name == "." || name == string(filepath.Separator) {
+		return ""
+	}
+	return name
 }
 
 // StackFiles lists the stack files of dir, as Load reads them: the *.hcl
@@ -85,18 +151,48 @@ func StackFiles(dir string) ([]string, error) {
 	return names, nil
 }
 
-// stackFiles lists the files Load reads, without duplicates.
+// specificationFiles lists the *.json, *.yml and *.yaml files directly in
+// dir that are specifications, in name order, without hidden files.
+func specificationFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !legacy.IsFile(e.Name()) {
+			continue
+		}
+		name := filepath.Join(dir, e.Name())
+		src, err := os.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		if legacy.IsSpecification(src, name) {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+// stackFiles lists the files Load reads, without duplicates: dir's *.hcl
+// files, then its specifications, then the extra files.
 func stackFiles(dir string, extra []string) ([]string, hcl.Diagnostics) {
 	var names []string
 	if dir != "" {
-		var err error
-		if names, err = StackFiles(dir); err != nil {
+		hclFiles, err := StackFiles(dir)
+		var specs []string
+		if err == nil {
+			specs, err = specificationFiles(dir)
+		}
+		if err != nil {
 			return nil, hcl.Diagnostics{{
 				Severity: hcl.DiagError,
 				Summary:  "Cannot read stack directory",
 				Detail:   err.Error(),
 			}}
 		}
+		names = append(hclFiles, specs...)
 	}
 	seen := map[string]bool{}
 	var out []string
@@ -111,7 +207,7 @@ func stackFiles(dir string, extra []string) ([]string, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "No stack files",
-			Detail:   fmt.Sprintf("The directory %q has no *.hcl files.", dir),
+			Detail:   fmt.Sprintf("The directory %q has no *.hcl files and no specifications (*.json, *.yml, *.yaml).", dir),
 		}}
 	}
 	return out, nil
@@ -133,6 +229,11 @@ type loader struct {
 	ingresses     map[string]hcl.Range
 	enrollments   map[string]hcl.Range
 	publishedPort map[lbPort]hcl.Range
+
+	// specs are the specification files among the stack files; impliedName
+	// names the stack when no file has a stack block.
+	specs       []*legacy.File
+	impliedName string
 }
 
 // lbPort is one port of one load balancer: two routes may not publish it.
@@ -170,8 +271,10 @@ func (l *loader) load(files []*hcl.File) {
 	for _, b := range blocks[blockProvider] {
 		l.decodeProvider(b)
 	}
+	l.declareImpliedProviders()
 	groups := l.declare(blocks[blockGroup], l.groups, &l.groupNames, true)
 	lbs := l.declare(blocks[blockLoadBalancer], l.lbs, &l.lbNames, true)
+	impliedLBs := l.declareImpliedLoadBalancers()
 	ingresses := l.declare(blocks[blockIngress], l.ingresses, nil, false)
 	enrollments := l.declare(blocks[blockEnrollment], l.enrollments, nil, false)
 
@@ -181,6 +284,8 @@ func (l *loader) load(files []*hcl.File) {
 	for _, b := range lbs {
 		l.st.LoadBalancers = append(l.st.LoadBalancers, l.decodeLoadBalancer(b))
 	}
+	l.st.LoadBalancers = append(l.st.LoadBalancers, impliedLBs...)
+	l.checkImpliedLoadBalancers()
 	for _, b := range ingresses {
 		l.st.Ingresses = append(l.st.Ingresses, l.decodeIngress(b))
 	}
@@ -204,6 +309,17 @@ func (l *loader) load(files []*hcl.File) {
 
 // decodeStack checks there is exactly one stack block and decodes it.
 func (l *loader) decodeStack(blocks []*hcl.Block) {
+	if len(blocks) == 0 && l.impliedName != "" {
+		l.st.Name = l.impliedName
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "Stack name implied",
+			Detail: fmt.Sprintf("No stack file has a stack block, so the stack is named %q after its directory. "+
+				"The name is in the infrakit.stack tag of every instance: to keep it if the directory moves, "+
+				"add a file stack.hcl holding stack %q {}.", l.impliedName, l.impliedName),
+		})
+		return
+	}
 	if len(blocks) == 0 {
 		l.diags = append(l.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
@@ -222,8 +338,9 @@ func (l *loader) decodeStack(blocks []*hcl.Block) {
 	if l.st.Name == "" {
 		l.errorf(b.LabelRanges[0], "Invalid stack name", "The stack name must not be empty.")
 	}
-	_, d := b.Body.Content(stackSchema)
+	content, d := b.Body.Content(stackSchema)
 	l.diags = append(l.diags, d...)
+	l.decodeBackend(b, content.Blocks.OfType(blockBackend))
 }
 
 // declare records the names of blocks of one type, reporting duplicates and

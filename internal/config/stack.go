@@ -29,6 +29,10 @@ type Stack struct {
 	Ingresses     []*Ingress      `json:"ingresses,omitempty"`
 	Enrollments   []*Enrollment   `json:"enrollments,omitempty"`
 
+	// Backend is the stack block's backend block; nil means the local file.
+	// It says where state lives, so it is not stored in state.
+	Backend *Backend `json:"-"`
+
 	// Files are the parsed sources, for rendering diagnostics with the line shown.
 	Files map[string]*hcl.File `json:"-"`
 	// DeclRange is the stack block's header.

@@ -1,4 +1,4 @@
-# The stack block takes no blocks yet (a backend block will come later).
+# A misspelled block inside the stack block (the only one it takes is backend).
 stack "s" {
-  backend "etcd" {}
+  backnd "etcd" {}
 }

@@ -1,0 +1,37 @@
+package command
+
+import (
+	"flag"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/infrakit/infrakit/internal/config"
+)
+
+// Commands that read the stack take -f FILE (repeatable) to add a file to
+// the working directory's: HCL, or a specification in an old format (legacy
+// group JSON, new-schema YAML or JSON). A command calls flagStackFiles when
+// it builds its flag set and loadStack with what was given.
+
+// flagStackFiles defines -f FILE, repeatable.
+func flagStackFiles(fs *flag.FlagSet) *fileFlag {
+	files := &fileFlag{}
+	fs.Var(files, "f", "also read this stack file: HCL, or a JSON or YAML specification (repeatable)")
+	return files
+}
+
+// stackFilePaths resolves -f files against the working directory, as every
+// path is after -chdir.
+func (m *Meta) stackFilePaths(files []string) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = m.Path(f)
+	}
+	return out
+}
+
+// loadStack loads the working directory's stack with the -f files. The
+// Stack is never nil; render the diagnostics with ShowDiagnostics(st.Files, diags).
+func (m *Meta) loadStack(files []string) (*config.Stack, hcl.Diagnostics) {
+	return config.Load(m.WorkDir, m.stackFilePaths(files)...)
+}
