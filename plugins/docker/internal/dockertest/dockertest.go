@@ -1,0 +1,106 @@
+// Package dockertest is what the docker provider's tests share: finding the
+// Engine (or a reason to skip), building the web image FROM scratch around
+// the static testdata/docker/webserver binary (no registry needed), and
+// removing the containers a test made, by label.
+package dockertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/infrakit/infrakit/plugins/docker/engine"
+)
+
+// WebImage is the repository of the web image; tests tag it per package
+// (WebImage + ":" + package) so one package removing its tag never pulls
+// the image from under another running at the same time.
+const WebImage = "infrakit-docker-web"
+
+// Client returns an Engine client for $DOCKER_HOST (default the local
+// socket), or an error saying why Docker cannot be used here: tests skip
+// with it.
+func Client() (*engine.Client, error) {
+	c, err := engine.New(engine.Config{Host: os.Getenv("DOCKER_HOST"), Timeout: 30 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.APIVersion(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("no usable Docker Engine (is /var/run/docker.sock there, or DOCKER_HOST set?): %w", err)
+	}
+	return c, nil
+}
+
+// ModuleRoot is the directory of the go.mod of the module holding the
+// working directory.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside a Go module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// BuildWebImage builds testdata/docker/webserver as a static binary
+// (CGO_ENABLED=0) and the image tag from testdata/docker/Dockerfile
+// (FROM scratch) through the Engine API.
+func BuildWebImage(ctx context.Context, c *engine.Client, tag string) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "infrakit-docker-web-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "webserver")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/docker/webserver")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build testdata/docker/webserver: %w\n%s", err, stderr.String())
+	}
+	dockerfile, err := os.ReadFile(filepath.Join(root, "testdata", "docker", "Dockerfile"))
+	if err != nil {
+		return err
+	}
+	binary, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	return c.ImageBuild(ctx, tag, []engine.File{
+		{Name: "Dockerfile", Mode: 0o644, Data: dockerfile},
+		{Name: "webserver", Mode: 0o755, Data: binary},
+	})
+}
+
+// RemoveLabelled force-removes every container carrying label ("k=v" or
+// "k") and returns how many there were.
+func RemoveLabelled(ctx context.Context, c *engine.Client, label string) (int, error) {
+	cs, err := c.ContainerList(ctx, engine.Filters{"label": {label}})
+	if err != nil {
+		return 0, err
+	}
+	var first error
+	for _, ct := range cs {
+		if err := c.ContainerRemove(ctx, ct.ID, true); err != nil && !engine.IsNotFound(err) && !engine.IsConflict(err) && first == nil {
+			first = err
+		}
+	}
+	return len(cs), first
+}
