@@ -6,7 +6,6 @@ import (
 
 	"github.com/mitchellh/cli"
 
-	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/pluginhost"
 )
 
@@ -26,6 +25,7 @@ func (f *pluginDirFlag) Set(v string) error { *f = append(*f, v); return nil }
 // many aliases) and records them in .infrakit.lock.hcl.
 func (c *InitCommand) Run(args []string) int {
 	fs := c.FlagSet("init")
+	files := flagStackFiles(fs)
 	var dirs pluginDirFlag
 	fs.Var(&dirs, "plugin-dir", "directory to look for provider binaries in first (repeatable)")
 	upgrade := fs.Bool("upgrade", false, "accept provider binaries that differ from the lock file")
@@ -41,7 +41,7 @@ func (c *InitCommand) Run(args []string) int {
 		return cli.RunResultHelp
 	}
 
-	stack, diags := config.Load(c.WorkDir)
+	stack, diags := c.loadStack(*files)
 	c.ShowDiagnostics(stack.Files, diags)
 	if diags.HasErrors() {
 		return 1
@@ -99,7 +99,7 @@ func (c *InitCommand) Synopsis() string {
 // Help is the text of `infrakit init -help`.
 func (c *InitCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] init [-plugin-dir DIR]... [-upgrade] [-migrate-state]
+Usage: infrakit [global options] init [-plugin-dir DIR]... [-upgrade] [-migrate-state] [-f FILE]...
 
   Installs the providers the stack's provider blocks name into
   .infrakit/plugins and records their versions and checksums in
@@ -114,6 +114,9 @@ Usage: infrakit [global options] init [-plugin-dir DIR]... [-upgrade] [-migrate-
 Options:
 
   -plugin-dir DIR   Look for provider binaries in DIR first. Repeatable.
+
+  -f FILE           Also read FILE as part of the stack: HCL, or a JSON or
+                    YAML specification in an old format. Repeatable.
 
   -upgrade          Look for every provider again and accept binaries whose
                     version or checksum differs from the lock file.

@@ -24,6 +24,7 @@ type ValidateCommand struct {
 // It changes nothing: no state is read or written.
 func (c *ValidateCommand) Run(args []string) int {
 	fs := c.FlagSet("validate")
+	files := flagStackFiles(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -34,7 +35,7 @@ func (c *ValidateCommand) Run(args []string) int {
 		return cli.RunResultHelp
 	}
 
-	stack, diags := config.Load(c.WorkDir)
+	stack, diags := c.loadStack(*files)
 	if diags.HasErrors() {
 		c.ShowDiagnostics(stack.Files, diags)
 		return 1
@@ -97,7 +98,7 @@ func (c *ValidateCommand) Synopsis() string {
 // Help is the text of `infrakit validate -help`.
 func (c *ValidateCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] validate
+Usage: infrakit [global options] validate [-f FILE]...
 
   Checks the stack files of the working directory: their syntax, that every
   block and attribute is known and every reference names something
@@ -108,6 +109,11 @@ Usage: infrakit [global options] validate
 
   validate reads no state and changes nothing, so it is safe to run
   anywhere, for example in CI before "infrakit plan".
+
+Options:
+
+  -f FILE   Also read FILE as part of the stack: HCL, or a JSON or YAML
+            specification in an old format. Repeatable.
 
   Exit status: 0 when the stack is valid, 1 otherwise.
 `)
