@@ -153,6 +153,13 @@ type applyJSON struct {
 	Destroyed int           `json:"destroyed"`
 	Failed    []failureJSON `json:"failed"`
 	Error     string        `json:"error,omitempty"`
+	// Load balancer and authorization changes (ingresses, enrollments).
+	Published    int `json:"routes_published,omitempty"`
+	Unpublished  int `json:"routes_unpublished,omitempty"`
+	Registered   int `json:"backends_registered,omitempty"`
+	Deregistered int `json:"backends_deregistered,omitempty"`
+	Authorized   int `json:"authorizations_made,omitempty"`
+	Revoked      int `json:"authorizations_revoked,omitempty"`
 }
 
 type failureJSON struct {
@@ -177,6 +184,9 @@ func (m *Meta) reportApply(verb string, p *plan.Plan, res *operation.ApplyResult
 	if jsonOut {
 		out := applyJSON{Stack: p.Stack, Changes: p.HasChanges(), Added: res.Created, Rolled: res.Rolled,
 			Destroyed: res.Destroyed, Failed: []failureJSON{}}
+		cr := res.Controllers
+		out.Published, out.Unpublished, out.Registered = cr.Published, cr.Unpublished, cr.Registered
+		out.Deregistered, out.Authorized, out.Revoked = cr.Deregistered, cr.Authorized, cr.Revoked
 		for _, f := range res.Failed {
 			out.Failed = append(out.Failed, failureJSON{Group: f.Group, ID: string(f.ID), Error: f.Err.Error()})
 		}
@@ -213,6 +223,7 @@ func (m *Meta) reportApply(verb string, p *plan.Plan, res *operation.ApplyResult
 	if verb == "Destroy" {
 		counts = fmt.Sprintf("%d destroyed", res.Destroyed)
 	}
+	counts += m.reportControllers(p, res.Controllers)
 	if code == 0 {
 		m.Ui.Output(fmt.Sprintf("%s complete! Resources: %s.", verb, counts))
 	} else {
@@ -385,4 +396,38 @@ Options:
 
   -f FILE              Also read FILE as a stack file. Repeatable.
 `)
+}
+
+// reportControllers prints what was done to load balancers and authorizers,
+// one line per ingress load balancer or enrollment, and returns the counts
+// for the "Apply complete!" line ("" when the stack has neither).
+func (m *Meta) reportControllers(p *plan.Plan, cr operation.ControllerResult) string {
+	for _, l := range cr.Lines {
+		m.Ui.Output(l)
+	}
+	if len(cr.Lines) > 0 {
+		m.Ui.Output("")
+	}
+	if cr.Empty() && (p == nil || len(p.Ingresses)+len(p.Enrollments) == 0) {
+		return ""
+	}
+	return controllerCounts(cr)
+}
+
+// controllerCounts is "; 3 routes published, 15 backends registered, 10
+// authorizations", with removals added when there are any.
+func controllerCounts(cr operation.ControllerResult) string {
+	s := fmt.Sprintf("; %s published, %s registered, %s", countOf(cr.Published, "route"),
+		countOf(cr.Registered, "backend"), countOf(cr.Authorized, "authorization"))
+	if cr.Unpublished+cr.Deregistered+cr.Revoked > 0 {
+		s += fmt.Sprintf("; %d unpublished, %d deregistered, %d revoked", cr.Unpublished, cr.Deregistered, cr.Revoked)
+	}
+	return s
+}
+
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

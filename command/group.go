@@ -61,6 +61,26 @@ type groupJSON struct {
 	Size      *int           `json:"size,omitempty"`
 	Freed     bool           `json:"freed"`
 	Instances []instanceJSON `json:"instances"`
+	// Rolling is the rolling update's progress.
+	Rolling rollingJSON `json:"rolling"`
+}
+
+// rollingJSON is how far a group's rolling update got: Outdated of its
+// instances still carry another configuration hash than the group's.
+type rollingJSON struct {
+	Outdated int `json:"outdated"`
+	// Stopped is set by `group stop-update`, until the next apply.
+	Stopped bool `json:"stopped"`
+}
+
+// rollProgress counts the out-of-date members of a group view, and all.
+func rollProgress(v operation.GroupView) (outdated, total int) {
+	for _, m := range v.Instances {
+		if v.ConfigHash != "" && m.ConfigHash != v.ConfigHash {
+			outdated++
+		}
+	}
+	return outdated, len(v.Instances)
 }
 
 // instanceJSON is one member in groupJSON.
@@ -77,6 +97,8 @@ type instanceJSON struct {
 // sorted by logical ID and then ID so the output is stable between runs.
 func newGroupJSON(v operation.GroupView) groupJSON {
 	out := groupJSON{Group: v.Name, Size: v.Size, Freed: v.Freed, Instances: []instanceJSON{}}
+	out.Rolling.Outdated, _ = rollProgress(v)
+	out.Rolling.Stopped = v.UpdateStopped
 	for _, m := range sortedGroupMembers(v.Instances) {
 		inst := instanceJSON{ID: m.ID, Tags: v.Tags[m.ID], State: m.State, Health: m.Health}
 		if m.LogicalID != "" {
@@ -146,6 +168,12 @@ func writeGroupTable(w io.Writer, views []operation.GroupView) error {
 func writeGroupDescription(w io.Writer, v operation.GroupView) error {
 	fmt.Fprintf(w, "Group %q: size %s, %d instances (%d healthy), %s\n",
 		v.Name, groupSize(v), len(v.Instances), countHealthyMembers(v.Instances), groupStatus(v.Freed))
+	switch outdated, total := rollProgress(v); {
+	case v.UpdateStopped:
+		fmt.Fprintf(w, "Rolling update: stopped by group stop-update until the next apply; %d of %d instances out of date\n", outdated, total)
+	case outdated > 0:
+		fmt.Fprintf(w, "Rolling update: %d of %d instances out of date (%d replaced)\n", outdated, total, total-outdated)
+	}
 	if len(v.Instances) == 0 {
 		return nil
 	}
@@ -200,6 +228,11 @@ func (m *Meta) groupRunner(o groupRunnerOptions) (*operation.Runner, error) {
 // diagnostic, as apply does (at most maxFailuresShown of them), and reports
 // whether there were any.
 func (m *Meta) reportGroupFailures(res *operation.ApplyResult) bool {
+	if res != nil {
+		for _, l := range res.Controllers.Lines { // the ingresses and enrollments that followed the group
+			m.Ui.Output(l)
+		}
+	}
 	if res == nil || len(res.Failed) == 0 {
 		return false
 	}
@@ -336,8 +369,9 @@ Options:
 
   -json   Print a JSON array with one object per group:
           {"group", "size", "freed", "instances": [{"id", "logical_id",
-          "tags", "state", "health"}]}. "size" is absent for pets and
-          "logical_id" is null for cattle.
+          "tags", "state", "health"}], "rolling": {"outdated",
+          "stopped"}}. "size" is absent for pets and "logical_id" is null
+          for cattle.
 `)
 }
 
@@ -394,13 +428,15 @@ Usage: infrakit [global options] group describe NAME [-json]
   Shows one group and each of its instances as the instance provider
   reports it now: ID, logical ID (pets), state (pending, running,
   terminating), health as the group's flavors judge it, and the tags the
-  user set.
+  user set. While instances are out of date (a rolling update), it says
+  how many, and whether "group stop-update" halted the roll.
 
 Options:
 
   -json   Print one JSON object: {"group", "size", "freed", "instances":
-          [{"id", "logical_id", "tags", "state", "health"}]}, with every tag
-          including infrakit's own (infrakit.group, infrakit.config.hash ...).
+          [{"id", "logical_id", "tags", "state", "health"}], "rolling":
+          {"outdated", "stopped"}}, with every tag including infrakit's own
+          (infrakit.group, infrakit.config.hash ...).
 `)
 }
 

@@ -37,7 +37,23 @@ func TestNewGroupJSON(t *testing.T) {
 		},
 		want: `{"group":"miners","size":5,"freed":false,"instances":[` +
 			`{"id":"a","logical_id":null,"tags":{"infrakit.group":"miners","tier":"miners"},"state":"pending","health":"unknown"},` +
-			`{"id":"b","logical_id":null,"tags":{},"state":"running","health":"healthy"}]}`,
+			`{"id":"b","logical_id":null,"tags":{},"state":"running","health":"healthy"}],` +
+			`"rolling":{"outdated":0,"stopped":false}}`,
+	}, {
+		name: "a stopped roll: members with another hash are out of date",
+		view: operation.GroupView{
+			Name: "web", Size: &five, ConfigHash: "new", UpdateStopped: true,
+			Instances: []group.Member{
+				{ID: "a", ConfigHash: "old", State: instance.StateRunning, Health: flavor.HealthHealthy},
+				{ID: "b", ConfigHash: "new", State: instance.StateRunning, Health: flavor.HealthHealthy},
+				{ID: "c", State: instance.StateRunning, Health: flavor.HealthHealthy},
+			},
+		},
+		want: `{"group":"web","size":5,"freed":false,"instances":[` +
+			`{"id":"a","logical_id":null,"tags":{},"state":"running","health":"healthy"},` +
+			`{"id":"b","logical_id":null,"tags":{},"state":"running","health":"healthy"},` +
+			`{"id":"c","logical_id":null,"tags":{},"state":"running","health":"healthy"}],` +
+			`"rolling":{"outdated":2,"stopped":true}}`,
 	}, {
 		name: "pets sorted by logical id, no size",
 		view: operation.GroupView{
@@ -50,11 +66,12 @@ func TestNewGroupJSON(t *testing.T) {
 		},
 		want: `{"group":"db","freed":true,"instances":[` +
 			`{"id":"y","logical_id":"10.0.0.1","tags":{},"state":"terminating","health":"unhealthy"},` +
-			`{"id":"x","logical_id":"10.0.0.2","tags":{},"state":"running","health":"healthy"}]}`,
+			`{"id":"x","logical_id":"10.0.0.2","tags":{},"state":"running","health":"healthy"}],` +
+			`"rolling":{"outdated":0,"stopped":false}}`,
 	}, {
 		name: "empty group has an empty array",
 		view: operation.GroupView{Name: "none", Size: new(int)},
-		want: `{"group":"none","size":0,"freed":false,"instances":[]}`,
+		want: `{"group":"none","size":0,"freed":false,"instances":[],"rolling":{"outdated":0,"stopped":false}}`,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,8 +8,8 @@
 # the stack's two groups (5 miners, 10 cattle), list and inspect them, scale
 # one, destroy chosen instances, free a group (infrakit lets go, nothing is
 # touched), apply again (infrakit takes it back), and destroy everything.
-# The stack's load balancers, ingress and NFS enrollment are validated but
-# acted on in a later release (`infrakit watch`).
+# Along the way the ingress keeps the three load balancers' routes and
+# backends, and the enrollment the NFS authorizations, in step with the groups.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -80,9 +80,17 @@ run infrakit validate
 step "What would apply do? Nothing exists yet, so: create both groups"
 run infrakit plan
 
-step "Apply it: 5 miners and 10 cattle, provisioned by the simulator and prepared by vanilla"
+step "Apply it: 5 miners and 10 cattle, provisioned by the simulator and prepared by vanilla; then the ingress publishes the routes and registers the members, and the enrollment authorizes each cattle member"
 run infrakit apply -auto-approve
 simulator_count
+
+step "The load balancers, asked directly: lb2 publishes one route; lb1 routes to the miners, lb3 to the cattle"
+run infrakit lb routes ls lb2
+run infrakit lb backends ls lb1
+run infrakit lb backends ls lb3
+
+step "The NFS authorizations: one per cattle member, its properties rendered from the member (host = member.id)"
+run infrakit enrollment describe nfs
 
 step "Now the plan is empty: the world matches the stack"
 run infrakit plan
@@ -98,11 +106,18 @@ run infrakit group scale miners
 run infrakit group scale miners 8
 simulator_count
 
+step "Scaling returned with the load balancers already following: lb1 and lb2 now route to 8 miners"
+run infrakit lb backends ls lb1 -json
+
 step "Destroy two chosen cattle: the group shrinks to 8 and does not grow them back"
 mapfile -t victims < <(member_ids cattle | head -n 2)
 run infrakit group destroy-instances cattle "${victims[@]}"
 run infrakit group ls
 simulator_count
+
+step "Their backends on lb3 and their NFS authorizations went with them"
+run infrakit lb backends ls lb3
+run infrakit enrollment describe nfs
 
 step "The scaled sizes live in the state; the stack files still say 5 and 10, so plan offers to go back"
 run infrakit plan
@@ -120,8 +135,17 @@ run infrakit apply -auto-approve
 run infrakit group ls
 simulator_count
 
-step "Destroy everything the stack made"
+step "The ingress as a whole: every load balancer, its routes and its backends"
+run infrakit ingress describe test.com
+
+step "Destroy the miners' group alone: lb1 and lb2 are left with no backends"
+run infrakit group destroy miners -auto-approve
+run infrakit lb backends ls lb1
+
+step "Destroy everything the stack made: routes, backends and authorizations go first, then the instances"
 run infrakit destroy -auto-approve
 simulator_count
+run infrakit lb routes ls lb3
+run infrakit enrollment describe nfs
 
 step "Done. Next: the language reference (website/language.md) and the CLI (website/cli.md)"

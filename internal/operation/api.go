@@ -48,6 +48,9 @@ type Options struct {
 	StateWriteInterval time.Duration
 	// HostEnv is added to every provider's environment ("KEY=value").
 	HostEnv []string
+	// CallTimeout bounds each provider call of the group controllers
+	// (zero: group.DefaultCallTimeout).
+	CallTimeout time.Duration
 }
 
 // Progress is one progress event: an instance created, destroyed or failed.
@@ -111,6 +114,8 @@ type ApplyResult struct {
 	Created, Destroyed, Rolled int
 	// Failed lists per-instance failures; the rest of the work proceeded.
 	Failed []Failure
+	// Controllers is what was done to load balancers and authorizers.
+	Controllers ControllerResult
 }
 
 // Failure is one provider call that failed.
@@ -140,6 +145,12 @@ type GroupView struct {
 	// Size is the desired size of cattle (nil for pets).
 	Size  *int
 	Freed bool
+	// ConfigHash is the configuration hash members should carry; members
+	// with another are out of date (empty when the configuration is not in
+	// the state).
+	ConfigHash string
+	// UpdateStopped is set after `group stop-update`, until the next apply.
+	UpdateStopped bool
 	// Instances are the live members (terminating ones left out), by ID,
 	// with their health.
 	Instances []group.Member

@@ -53,6 +53,7 @@ func (r *Runner) apply(ctx context.Context, p *plan.Plan) (*ApplyResult, error) 
 	}
 	res := &ApplyResult{}
 	var errs []error
+	errs = append(errs, r.teardownControllers(actx, w, p, previous, res)...)
 	for _, gc := range applyOrder(p) {
 		if actx.Err() != nil {
 			break
@@ -65,6 +66,7 @@ func (r *Runner) apply(ctx context.Context, p *plan.Plan) (*ApplyResult, error) 
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, r.syncControllers(actx, w, p, res)...)
 	// Record everything, even after an interrupt (the lock is still held,
 	// so the write need not wait for anything).
 	if err := w.flush(context.WithoutCancel(ctx)); err != nil {
@@ -140,6 +142,11 @@ func applyOrder(p *plan.Plan) []plan.GroupChange {
 // applyGroup carries out one group's change. Per-instance failures go to
 // res; the error is for what stops the group as a whole.
 func (r *Runner) applyGroup(ctx context.Context, w *recorder, gc plan.GroupChange, cfg *config.Group, stack string, res *ApplyResult) error {
+	if gc.UpdateStopped && gc.Action != plan.ActionDestroy {
+		// This is the "next apply" a `group stop-update` holds the roll
+		// until: the roll resumes, here and in `watch`.
+		w.resumeUpdate(gc.Group)
+	}
 	if !gc.Action.IsChange() {
 		return nil
 	}
@@ -172,7 +179,7 @@ func (r *Runner) applyGroup(ctx context.Context, w *recorder, gc plan.GroupChang
 
 	gr, err := ctrl.Execute(ctx, group.Decision{Create: gc.Create, Destroy: gc.Destroy})
 	addResult(res, gc.Group, gr)
-	if err != nil || len(gc.Roll) == 0 || gc.UpdateStopped {
+	if err != nil || len(gc.Roll) == 0 {
 		return err
 	}
 	members, err = ctrl.Observe(ctx, true)

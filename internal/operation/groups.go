@@ -95,7 +95,7 @@ func (r *Runner) group(ctx context.Context, name string) (*GroupView, error) {
 func (r *Runner) view(ctx context.Context, doc *state.Document, name string) (*GroupView, error) {
 	v := &GroupView{Name: name, Tags: map[instance.ID]map[string]string{}}
 	if st := doc.Groups[name]; st != nil {
-		v.Freed = st.Freed
+		v.Freed, v.UpdateStopped = st.Freed, st.UpdateStopped
 	}
 	cfg, stack := storedGroup(doc, name)
 	if cfg == nil {
@@ -111,6 +111,7 @@ func (r *Runner) view(ctx context.Context, doc *state.Document, name string) (*G
 		n := *cfg.Size
 		v.Size = &n
 	}
+	v.ConfigHash = cfg.ConfigHash()
 	ctrl, err := r.controllerFor(ctx, stack, cfg, nil)
 	if err != nil {
 		return v, err
@@ -217,7 +218,7 @@ func (r *Runner) scale(ctx context.Context, name string, size int) (*ApplyResult
 	}
 	o.rec.seed(name, members)
 	gr, err := o.ctrl.Execute(actx, group.Decision{Create: dec.Create, Destroy: dec.Destroy})
-	return o.finish(ctx, actx, gr, err)
+	return o.resync(ctx)(o.finish(ctx, actx, gr, err))
 }
 
 func (r *Runner) destroyInstances(ctx context.Context, name string, ids []instance.ID) (*ApplyResult, error) {
@@ -250,7 +251,7 @@ func (r *Runner) destroyInstances(ctx context.Context, name string, ids []instan
 		o.cfg.Size = &n
 		o.rec.markDirty()
 	}
-	return o.finish(ctx, actx, gr, err)
+	return o.resync(ctx)(o.finish(ctx, actx, gr, err))
 }
 
 func (r *Runner) freeGroup(ctx context.Context, name string) error {
@@ -296,5 +297,5 @@ func (r *Runner) destroyGroup(ctx context.Context, name string) (*ApplyResult, e
 	} else if err == nil {
 		err = fmt.Errorf("group %q: %d of its instances could not be destroyed; it stays in the state", name, len(gr.Failed))
 	}
-	return o.finish(ctx, actx, gr, err)
+	return o.resync(ctx)(o.finish(ctx, actx, gr, err))
 }

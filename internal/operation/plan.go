@@ -46,7 +46,12 @@ func (r *Runner) plan(ctx context.Context, st *config.Stack, mode PlanMode) (*pl
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return plan.Compute(desired, doc, world)
+	p, err := plan.Compute(desired, doc, world)
+	if err != nil {
+		return nil, err
+	}
+	r.planControllers(ctx, desired, doc, world, p)
+	return p, ctx.Err()
 }
 
 // destroyStack is the desired stack of `infrakit destroy`: the stack as
@@ -62,7 +67,7 @@ func destroyStack(loaded *config.Stack, doc *state.Document) *config.Stack {
 		return &config.Stack{}
 	}
 	out := *base
-	out.Groups = nil
+	out.Groups, out.Ingresses, out.Enrollments = nil, nil, nil
 	return &out
 }
 

@@ -93,6 +93,14 @@ func (w *recorder) resume(name string) {
 	w.dirty = true
 }
 
+// resumeUpdate clears a group's UpdateStopped mark.
+func (w *recorder) resumeUpdate(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.doc.Group(name).UpdateStopped = false
+	w.dirty = true
+}
+
 // removeGroup drops a group from the state: its record and its stored
 // configuration.
 func (w *recorder) removeGroup(name string) {

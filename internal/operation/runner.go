@@ -183,8 +183,20 @@ func (r *Runner) lock(ctx context.Context, op string) (func() error, error) {
 
 // controllerFor builds the group controller of g, with its providers
 // launched. stack is the stack name its members are tagged with; record,
-// when set, receives its batches.
+// when set, receives its batches. Progress goes to Options.Progress.
 func (r *Runner) controllerFor(ctx context.Context, stack string, g *config.Group, record func(group.Record)) (*group.Controller, error) {
+	var progress func(group.Event)
+	if r.opts.Progress != nil {
+		p := r.opts.Progress
+		progress = func(ev group.Event) {
+			p(Progress{Group: ev.Group, Action: ev.Action, ID: ev.ID, Err: ev.Err, Done: ev.Done, Total: ev.Total})
+		}
+	}
+	return r.newController(ctx, stack, g, record, progress)
+}
+
+// newController is controllerFor with the progress callback given.
+func (r *Runner) newController(ctx context.Context, stack string, g *config.Group, record func(group.Record), progress func(group.Event)) (*group.Controller, error) {
 	h, err := r.hostFor()
 	if err != nil {
 		return nil, err
@@ -204,14 +216,10 @@ func (r *Runner) controllerFor(ctx context.Context, stack string, g *config.Grou
 	opts := group.Options{
 		Stack:       stack,
 		Parallelism: r.opts.Parallelism,
+		CallTimeout: r.opts.CallTimeout,
 		Record:      record,
+		Progress:    progress,
 		Logger:      r.log.Named("group").With("group", g.Name),
-	}
-	if r.opts.Progress != nil {
-		progress := r.opts.Progress
-		opts.Progress = func(ev group.Event) {
-			progress(Progress{Group: ev.Group, Action: ev.Action, ID: ev.ID, Err: ev.Err, Done: ev.Done, Total: ev.Total})
-		}
 	}
 	return group.New(g, plugins, opts)
 }

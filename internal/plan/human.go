@@ -45,9 +45,10 @@ func RenderHuman(w io.Writer, p *Plan, o HumanOptions) error {
 			r.printf("  # group.%s is free and not in the stack: its %s left untouched\n\n", g.Group, plural(g.Before, "instance")+isAre(g.Before))
 		}
 	}
+	r.controllers(p)
 	if changes {
-		r.printf("%s %s to add, %d to roll, %d to destroy.\n",
-			r.bold("Plan:"), plural(p.Summary.Add, "instance"), p.Summary.Roll, p.Summary.Destroy)
+		r.printf("%s %s to add, %d to roll, %d to destroy.%s\n",
+			r.bold("Plan:"), plural(p.Summary.Add, "instance"), p.Summary.Roll, p.Summary.Destroy, controllerSummary(p))
 	} else {
 		r.printf("%s Your stack matches the desired configuration.\n", r.bold("No changes."))
 	}
@@ -57,6 +58,7 @@ func RenderHuman(w io.Writer, p *Plan, o HumanOptions) error {
 				r.paint(yellow, "Warning:"), g.Group, g.Error)
 		}
 	}
+	r.controllerWarnings(p)
 	_, err := io.WriteString(w, r.b.String())
 	return err
 }

@@ -10,7 +10,7 @@ import (
 // JSONFormatVersion versions the shape RenderJSON writes. The minor number
 // grows when fields are added; the major one when a field changes meaning
 // or goes away.
-const JSONFormatVersion = "1.0"
+const JSONFormatVersion = "1.1"
 
 // JSONPlan is the machine-readable plan (`plan -json`), one JSON object:
 //
@@ -39,6 +39,11 @@ type JSONPlan struct {
 	Changes       bool        `json:"changes"`
 	Groups        []JSONGroup `json:"groups"`
 	Summary       Summary     `json:"summary"`
+	// Ingresses and Enrollments (added in 1.1) are the plan's
+	// IngressChange and EnrollmentChange values; always arrays. Summary
+	// then also counts "routes", "backends" and "authorizations".
+	Ingresses   []IngressChange    `json:"ingresses"`
+	Enrollments []EnrollmentChange `json:"enrollments"`
 }
 
 // JSONGroup is one group of a JSONPlan.
@@ -62,6 +67,8 @@ func NewJSONPlan(p *Plan) JSONPlan {
 		Changes:       p.HasChanges(),
 		Groups:        make([]JSONGroup, 0, len(p.Groups)),
 		Summary:       p.Summary,
+		Ingresses:     append([]IngressChange{}, p.Ingresses...),
+		Enrollments:   append([]EnrollmentChange{}, p.Enrollments...),
 	}
 	for _, g := range p.Groups {
 		jg := JSONGroup{

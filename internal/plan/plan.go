@@ -83,6 +83,9 @@ type Plan struct {
 	// then the others by name.
 	Groups  []GroupChange `json:"groups"`
 	Summary Summary       `json:"summary"`
+	// Ingresses and Enrollments are added by the caller (AddControllers).
+	Ingresses   []IngressChange    `json:"ingresses,omitempty"`
+	Enrollments []EnrollmentChange `json:"enrollments,omitempty"`
 }
 
 // GroupChange is the plan for one group.
@@ -106,11 +109,15 @@ type GroupChange struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Summary counts instances over all groups.
+// Summary counts instances over all groups, and the route, backend and
+// authorization changes of ingresses and enrollments.
 type Summary struct {
-	Add     int `json:"add"`
-	Roll    int `json:"roll"`
-	Destroy int `json:"destroy"`
+	Add            int `json:"add"`
+	Roll           int `json:"roll"`
+	Destroy        int `json:"destroy"`
+	Routes         int `json:"routes,omitempty"`
+	Backends       int `json:"backends,omitempty"`
+	Authorizations int `json:"authorizations,omitempty"`
 }
 
 // World is what the caller observed.
@@ -131,7 +138,7 @@ func (p *Plan) HasChanges() bool {
 			return true
 		}
 	}
-	return false
+	return p.controllersChange()
 }
 
 // Compute plans the way from the state doc (nil when there is none) and the

@@ -209,7 +209,7 @@ func TestRenderJSON(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.FormatVersion != "1.0" || got.Stack != "mystack" || !got.Changes {
+	if got.FormatVersion != JSONFormatVersion || got.Stack != "mystack" || !got.Changes {
 		t.Errorf("header = %+v", got)
 	}
 	if want := map[string]int{"add": 8, "roll": 2, "destroy": 4}; !reflect.DeepEqual(got.Summary, want) {

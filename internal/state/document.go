@@ -26,6 +26,17 @@ type Document struct {
 	Stack *config.Stack `json:"stack,omitempty"`
 	// Groups is what infrakit knows per group beyond the desired stack.
 	Groups map[string]*GroupStatus `json:"groups,omitempty"`
+	// Ingresses and Enrollments record, by block name, what infrakit knows
+	// of them beyond the desired stack (whether they are freed).
+	Ingresses   map[string]*ControllerStatus `json:"ingresses,omitempty"`
+	Enrollments map[string]*ControllerStatus `json:"enrollments,omitempty"`
+}
+
+// ControllerStatus is the record of an ingress or an enrollment.
+type ControllerStatus struct {
+	// Freed ones are not synced, and nothing of theirs is touched, until a
+	// later apply resumes them.
+	Freed bool `json:"freed,omitempty"`
 }
 
 // GroupStatus is the per-group record.

@@ -151,3 +151,32 @@ func TestWatch(t *testing.T) {
 		}
 	}
 }
+
+// A poll skips listing only while nothing can have changed.
+func TestWatchMarkUnchanged(t *testing.T) {
+	wall := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	settled := dirStamp{ok: true, ino: 7, mtime: wall.Add(-time.Minute), ctime: wall.Add(-time.Minute)}
+	mark := watchMark{stamp: settled, full: wall.Add(-time.Second)}
+	fresh := settled
+	fresh.mtime, fresh.ctime = wall.Add(-10*time.Millisecond), wall.Add(-10*time.Millisecond)
+	for _, tc := range []struct {
+		name  string
+		mark  watchMark
+		stamp dirStamp
+		now   time.Time
+		want  bool
+	}{
+		{"nothing changed", mark, settled, wall, true},
+		{"directory changed", mark, dirStamp{ok: true, ino: 7, mtime: wall, ctime: wall}, wall, false},
+		{"directory replaced", mark, dirStamp{ok: true, ino: 8, mtime: settled.mtime, ctime: settled.ctime}, wall, false},
+		{"directory missing", watchMark{full: wall}, dirStamp{}, wall, false},
+		{"mtime too recent to trust", watchMark{stamp: fresh, full: wall}, fresh, wall, false},
+		{"a pending instance is due", watchMark{stamp: settled, wake: wall.Add(-time.Millisecond), full: wall}, settled, wall, false},
+		{"a pending instance is not due yet", watchMark{stamp: settled, wake: wall.Add(time.Second), full: wall}, settled, wall, true},
+		{"full listing due", watchMark{stamp: settled, full: wall.Add(-WatchFullScan)}, settled, wall, false},
+	} {
+		if got := tc.mark.unchanged(tc.stamp, wall, tc.now); got != tc.want {
+			t.Errorf("%s: unchanged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// targetFollow is issue 5's target: from `group scale cattle 10 → 1000`
+// returning to lb3 and the NFS authorizations showing all 1,000 members.
+const targetFollow = 2 * time.Second
+
+// walkthroughStack is DESIGN.md's e2e stack.
+func walkthroughStack(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "e2e", "stack.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// countListed runs an infrakit listing with -json and counts the entries
+// of its array field.
+func countListed(t *testing.T, bin, dir, field string, args ...string) int {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "infrakit"), args...)
+	cmd.Dir, cmd.Env = dir, cleanEnv()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("infrakit %v: %v\n%s", args, err, tail(out.String(), 2000))
+	}
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatalf("infrakit %v: %v\n%s", args, err, tail(out.String(), 2000))
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(v[field], &list); err != nil {
+		t.Fatalf("infrakit %v: field %q: %v", args, field, err)
+	}
+	return len(list)
+}
+
+// TestBenchWalkthroughFollow times `group scale cattle 1000` on the e2e
+// stack (the ingress and the enrollment follow before it returns), then the
+// time from its return until `lb backends ls lb3` and `enrollment describe
+// nfs` both show 1,000. It reports PASS or MISS against targetFollow and
+// never fails on timing.
+func TestBenchWalkthroughFollow(t *testing.T) {
+	enabled(t)
+	const n = 1000
+	bin := buildBinaries(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "stack.hcl"), []byte(walkthroughStack(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	timeInfrakit(t, bin, dir, 0, "init", "-plugin-dir", bin)
+	timeInfrakit(t, bin, dir, 0, "apply", "-auto-approve")
+
+	scale := timeInfrakit(t, bin, dir, 0, "group", "scale", "cattle", "1000")
+	returned := time.Now()
+	var backends, auths int
+	for {
+		backends = countListed(t, bin, dir, "backends", "lb", "backends", "ls", "lb3", "-json")
+		auths = countListed(t, bin, dir, "authorizations", "enrollment", "describe", "nfs", "-json")
+		if backends == n && auths == n {
+			break
+		}
+		if time.Since(returned) > time.Minute {
+			t.Fatalf("a minute after group scale returned lb3 has %d backends and nfs %d authorizations, want %d", backends, auths, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	follow := time.Since(returned)
+	t.Logf("group scale cattle 10 → %d took %s (creating the instances, registering the backends, authorizing)", n, seconds(scale.wall))
+	t.Logf("from its return to lb3 and nfs showing %d: %s (target ≤ %s): %s", n, seconds(follow), seconds(targetFollow), verdict(follow <= targetFollow))
+}

@@ -1,0 +1,73 @@
+package command
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mitchellh/cli"
+)
+
+// GroupStopUpdateCommand is `infrakit group stop-update NAME`.
+type GroupStopUpdateCommand struct {
+	Meta
+}
+
+// Run marks the group's rolling update stopped in the state, then shows
+// how far the roll got.
+func (c *GroupStopUpdateCommand) Run(args []string) int {
+	fs := c.FlagSet("group stop-update")
+	lockTimeout := FlagLockTimeout(fs)
+	name, _, ok := c.parseGroupArgs("stop-update", fs, args, 0, 0)
+	if !ok {
+		return cli.RunResultHelp
+	}
+	r, err := c.groupRunner(groupRunnerOptions{operation: "group stop-update", lockTimeout: *lockTimeout})
+	if err != nil {
+		c.showError("Error stopping the rolling update", err)
+		return 1
+	}
+	defer c.closeRunner(r)
+
+	if err := r.StopUpdate(c.Context(), name); err != nil {
+		c.showError("Error stopping the rolling update", err)
+		return 1
+	}
+	msg := fmt.Sprintf("The rolling update of group %q is stopped: no more of its instances are replaced until the next \"infrakit apply\".", name)
+	v, err := r.Group(c.Context(), name)
+	if err != nil {
+		// The mark is stored; only the progress report failed.
+		c.Ui.Output(msg)
+		c.Ui.Warn(fmt.Sprintf("Warning: could not observe the group: %s", err))
+		return 0
+	}
+	outdated, total := rollProgress(*v)
+	if outdated == 0 {
+		msg += fmt.Sprintf("\nAll %d of its instances are up to date: there was no roll in progress.", total)
+	} else {
+		msg += fmt.Sprintf("\n%d of its %d instances are out of date and stay so.", outdated, total)
+	}
+	c.Ui.Output(msg)
+	return 0
+}
+
+// Synopsis is the one-line description in `infrakit group -help`.
+func (c *GroupStopUpdateCommand) Synopsis() string { return "Halt a group's rolling update" }
+
+// Help is the text of `infrakit group stop-update -help`.
+func (c *GroupStopUpdateCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] group stop-update NAME [options]
+
+  Halts the rolling update of the group: "infrakit watch" replaces no more
+  of its out-of-date instances (replacements already created are finished,
+  so the group keeps its size), and the group keeps its mix of old and new
+  instances. The mark lives in the state; the next "infrakit apply" clears
+  it and rolls again, from whatever configuration it applies.
+
+  "infrakit group describe NAME" shows how many instances are out of date.
+
+Options:
+
+  -lock-timeout D     How long to wait for the state lock (default 30s).
+`)
+}

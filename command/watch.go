@@ -1,0 +1,168 @@
+package command
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mitchellh/cli"
+
+	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/watch"
+	"github.com/infrakit/infrakit/internal/watch/status"
+)
+
+// WatchCommand is `infrakit watch`: the self-healing service.
+type WatchCommand struct {
+	Meta
+}
+
+// Run runs the service until the first SIGINT or SIGTERM, then stops
+// cleanly and exits 0. It exits 1 when it cannot start.
+func (c *WatchCommand) Run(args []string) int {
+	fs := c.FlagSet("watch")
+	interval := fs.Duration("interval", watch.DefaultInterval, "how often every group is listed again")
+	listen := fs.String("listen", status.DefaultListen, "where the HTTP API is served (host:port)")
+	lockTimeout := FlagLockTimeout(fs)
+	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
+	rest, err := ParseArgs(fs, args)
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
+		return cli.RunResultHelp
+	}
+	switch {
+	case len(rest) > 0:
+		c.Ui.Error(fmt.Sprintf("The watch command takes no arguments; got %q.\n", rest))
+		return cli.RunResultHelp
+	case *interval <= 0:
+		c.Ui.Error(fmt.Sprintf("-interval must be a positive duration such as 10s; got %s.\n", *interval))
+		return cli.RunResultHelp
+	case *parallelism < 1:
+		c.Ui.Error(fmt.Sprintf("-parallelism must be at least 1; got %d.\n", *parallelism))
+		return cli.RunResultHelp
+	}
+
+	// SIGHUP reloads; the first SIGINT or SIGTERM cancels Context() (main's
+	// NotifyShutdown), and a second one kills the process.
+	reload, stopReload := c.notifyReload()
+	defer stopReload()
+
+	err = watch.Run(c.Context(), watch.Options{
+		WorkDir:     c.WorkDir,
+		Interval:    *interval,
+		Listen:      *listen,
+		LockTimeout: *lockTimeout,
+		Parallelism: *parallelism,
+		Reload:      reload,
+		Logger:      c.serviceLogger(),
+		Version:     c.Version,
+		Ready: func(addr net.Addr) {
+			c.Ui.Output(fmt.Sprintf("infrakit watch: serving http://%s%s (pid %d); Ctrl-C or SIGTERM stops, SIGHUP reloads.",
+				addr, status.PathStatus, os.Getpid()))
+		},
+	})
+	if err != nil {
+		summary := "Error starting watch"
+		if errors.Is(err, watch.ErrAlreadyRunning) {
+			summary = "Watch is already running"
+		}
+		c.showError(summary, err)
+		return 1
+	}
+	c.Ui.Output("infrakit watch stopped.")
+	return 0
+}
+
+// serviceLogger is the command's logger. A service with no log says nothing
+// of what it does, so without INFRAKIT_LOG and INFRAKIT_LOG_PATH watch
+// logs at info to stderr.
+func (c *WatchCommand) serviceLogger() hclog.Logger {
+	if os.Getenv("INFRAKIT_LOG") != "" || os.Getenv("INFRAKIT_LOG_PATH") != "" || c.Logger == nil {
+		if c.Logger == nil {
+			return hclog.NewNullLogger()
+		}
+		return c.Logger.Named("watch")
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "infrakit.watch", Level: hclog.Info, Output: c.Stderr, Color: hclog.ColorOff})
+}
+
+// notifyReload turns SIGHUP into reload requests until stop is called.
+func (c *WatchCommand) notifyReload() (<-chan struct{}, func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP)
+	reload := make(chan struct{}, 1)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-sigs:
+				select {
+				case reload <- struct{}{}:
+				default: // one is pending already
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return reload, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+			wg.Wait()
+		})
+	}
+}
+
+// Synopsis is the one-line description in `infrakit -help`.
+func (c *WatchCommand) Synopsis() string {
+	return "Keep the applied stack converged: heal, roll, serve status"
+}
+
+// Help is the text of `infrakit watch -help`.
+func (c *WatchCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: infrakit [global options] watch [options]
+
+  Runs until stopped, keeping every group of the applied stack (the one
+  the state holds, as "infrakit apply" and "infrakit group scale" left it)
+  converged: instances that vanish or stay unhealthy past their grace are
+  replaced, out-of-date instances are rolled as the group's update block
+  allows, and the providers are kept running (relaunched if they crash).
+
+  A pass runs every -interval, at once when a provider reports a change,
+  when a command changes the state, and on SIGHUP. Each pass takes the
+  state lock only while it acts, so the other commands keep working. A
+  second watch on the same state refuses to start.
+
+  Signals: SIGINT or SIGTERM stop after the work in flight (exit 0 within
+  30s); a second one exits at once. SIGHUP reads the state, the provider
+  lock file and the stack files again; stack files reach watch through
+  "infrakit apply", and ones that do not load are reported in the log.
+
+  Logs go to stderr at info level unless INFRAKIT_LOG or INFRAKIT_LOG_PATH
+  says otherwise.
+
+Options:
+
+  -interval D         How often every group is listed again (default 10s).
+
+  -listen ADDR        Where to serve /v1/status, /v1/events and /metrics
+                      (default 127.0.0.1:24864; port 0 picks one).
+
+  -lock-timeout D     How long a pass waits for the state lock (default 30s).
+
+  -parallelism N      Provider calls in flight at once per group, and groups
+                      reconciled at once (default 10).
+`)
+}

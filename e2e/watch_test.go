@@ -1,0 +1,513 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// watchStack is one cattle group over the simulator, whose own flavor
+// reads health from the instance files, so a test can make one unhealthy.
+func watchStack(size int, note, extra string) string {
+	return fmt.Sprintf(`
+stack "watching" {}
+
+provider "simulator" {}
+
+group "web" {
+  size = %d
+  instance {
+    provider   = simulator
+    type       = "compute"
+    properties = { note = %q }
+  }
+  flavor {
+    provider = simulator
+    type     = "simulator"
+  }
+  health {
+    grace = "1s"
+  }
+  %s
+}
+`, size, note, extra)
+}
+
+// syncBuffer collects a subprocess's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// watchProc is `infrakit watch` running as a subprocess.
+type watchProc struct {
+	t              *testing.T
+	cmd            *exec.Cmd
+	pid            int
+	addr           string
+	stdout, stderr *syncBuffer
+	exited         chan struct{}
+	code           int // once exited is closed
+}
+
+var servingLine = regexp.MustCompile(`serving http://([^/ ]+)/v1/status \(pid (\d+)\)`)
+
+// startWatch runs `infrakit watch -listen 127.0.0.1:0 args...` in the
+// workdir, with extra environment, and waits until it serves. The end of
+// the test stops it (SIGTERM, then SIGKILL).
+func (w *workdir) startWatch(env []string, args ...string) *watchProc {
+	w.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "infrakit"), append([]string{"watch", "-listen", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = w.dir
+	cmd.Env = append(append([]string{}, w.env...), env...)
+	p := &watchProc{t: w.t, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	go func() {
+		err := cmd.Wait()
+		p.code = cmd.ProcessState.ExitCode()
+		if err != nil && p.code == 0 {
+			p.code = -1
+		}
+		close(p.exited)
+	}()
+	w.t.Cleanup(p.kill)
+	deadline := time.After(30 * time.Second)
+	for {
+		if m := servingLine.FindStringSubmatch(p.stdout.String()); m != nil {
+			p.addr = m[1]
+			p.pid, _ = strconv.Atoi(m[2])
+			return p
+		}
+		select {
+		case <-p.exited:
+			w.t.Fatalf("infrakit watch exited %d before serving\n%s%s", p.code, p.stdout, p.stderr)
+		case <-deadline:
+			w.t.Fatalf("infrakit watch did not serve within 30s\n%s%s", p.stdout, p.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// terminate sends SIGTERM and returns the exit code and how long it took.
+func (p *watchProc) terminate() (int, time.Duration) {
+	p.t.Helper()
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+		return p.code, time.Since(start)
+	case <-time.After(35 * time.Second):
+		p.t.Fatalf("infrakit watch did not exit within 35s of SIGTERM\n%s", p.stderr)
+	}
+	return 0, 0
+}
+
+func (p *watchProc) kill() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(35 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// watchStatus is the part of GET /v1/status the tests read, declared as a
+// user's script would.
+type watchStatus struct {
+	Passes int `json:"passes"`
+	Groups []struct {
+		Name    string `json:"name"`
+		Desired int    `json:"desired"`
+		Actual  int    `json:"actual"`
+		Health  struct {
+			Healthy int `json:"healthy"`
+		} `json:"health"`
+		Rolling struct {
+			Outdated int `json:"outdated"`
+		} `json:"rolling"`
+		LastError string `json:"last_error"`
+	} `json:"groups"`
+	Providers []struct {
+		Key      string `json:"key"`
+		PID      int    `json:"pid"`
+		Restarts int    `json:"restarts"`
+	} `json:"providers"`
+}
+
+func (p *watchProc) status() watchStatus {
+	p.t.Helper()
+	var s watchStatus
+	p.get("/v1/status", &s)
+	return s
+}
+
+// eventKinds returns the kinds of the recent events with their reasons
+// ("replaced/vanished").
+func (p *watchProc) eventKinds() []string {
+	p.t.Helper()
+	var evs []struct {
+		Kind, Reason string
+	}
+	p.get("/v1/events", &evs)
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Kind+"/"+e.Reason)
+	}
+	return out
+}
+
+func (p *watchProc) get(path string, v any) {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.addr + path)
+	if err != nil {
+		p.t.Fatalf("GET %s: %v\n%s", path, err, p.stderr)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		p.t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		p.t.Fatalf("GET %s: %v\n%s", path, err, b)
+	}
+}
+
+func (p *watchProc) providerPID(key string) (pid, restarts int) {
+	for _, pr := range p.status().Providers {
+		if pr.Key == key {
+			return pr.PID, pr.Restarts
+		}
+	}
+	return 0, 0
+}
+
+// within polls cond every 10ms until it holds, or fails the test after d.
+func within(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// simInstance is one simulator instance file as a user reads it.
+type simInstance struct {
+	ID           string            `json:"id"`
+	Tags         map[string]string `json:"tags"`
+	Health       string            `json:"health"`
+	PendingUntil *time.Time        `json:"pending_until"`
+}
+
+// readInstances reads every instance file of type compute (skipping one
+// removed or replaced while reading).
+func (w *workdir) readInstances() []simInstance {
+	w.t.Helper()
+	var out []simInstance
+	for _, id := range w.simulatorInstances("compute") {
+		b, err := os.ReadFile(w.instancePath(id))
+		if err != nil {
+			continue
+		}
+		var in simInstance
+		if json.Unmarshal(b, &in) == nil {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// running counts the instances running (past their provision delay) and
+// not marked unhealthy: what the simulator's flavor calls healthy.
+func (w *workdir) running() int {
+	n := 0
+	now := time.Now()
+	for _, in := range w.readInstances() {
+		if in.Health != "unhealthy" && (in.PendingUntil == nil || now.After(*in.PendingUntil)) {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *workdir) instancePath(id string) string {
+	return filepath.Join(w.dir, ".infrakit", "simulator", "instances", "compute", id+".json")
+}
+
+// TestWatchHeals runs the service as a user would and breaks things under
+// it: instances removed out of band come back at once (the provider's event
+// stream, not the interval), an instance marked unhealthy is replaced once
+// past its grace, a SIGKILLed provider is relaunched and the passes go on,
+// a second watch refuses to start naming the first, and SIGTERM exits 0
+// leaving a state that loads.
+func TestWatchHeals(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t)
+	w.writeFile("main.hcl", watchStack(10, "heal", ""))
+	w.init()
+	w.ok("apply", "-auto-approve")
+	p := w.startWatch(nil, "-interval", "3s")
+	within(t, 10*time.Second, "the first pass", func() bool { return p.status().Passes > 0 })
+
+	// Remove 3 of 10: back to 10 well within the 3 s interval.
+	for _, id := range w.simulatorInstances("compute")[:3] {
+		if err := os.Remove(w.instancePath(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := within(t, 10*time.Second, "10 instances again", func() bool { return len(w.simulatorInstances("compute")) == 10 })
+	t.Logf("3 removed instances replaced in %s", took.Round(time.Millisecond))
+	if took > 2500*time.Millisecond {
+		t.Errorf("healing took %s; the event stream should beat the 3s interval", took)
+	}
+
+	// Mark one unhealthy: replaced after the 1 s grace, not before.
+	victim := w.simulatorInstances("compute")[0]
+	b, err := os.ReadFile(w.instancePath(victim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["health"] = "unhealthy"
+	b, _ = json.Marshal(rec)
+	if err := os.WriteFile(w.instancePath(victim), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	took = within(t, 15*time.Second, "the unhealthy instance replaced", func() bool {
+		ids := w.simulatorInstances("compute")
+		for _, id := range ids {
+			if id == victim {
+				return false
+			}
+		}
+		return len(ids) == 10
+	})
+	t.Logf("unhealthy instance replaced %s after it was marked", took.Round(time.Millisecond))
+	if took < time.Second {
+		t.Errorf("replaced after %s, within its 1s grace", took)
+	}
+	if kinds := strings.Join(p.eventKinds(), " "); !strings.Contains(kinds, "replaced/vanished") || !strings.Contains(kinds, "replaced/unhealthy") {
+		t.Errorf("events lack the replacements: %s", kinds)
+	}
+
+	// SIGKILL the simulator provider: relaunched, and passes go on.
+	pid, _ := p.providerPID("simulator")
+	if pid == 0 {
+		t.Fatalf("no simulator pid in /v1/status: %+v", p.status())
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 15*time.Second, "the simulator relaunched", func() bool {
+		now, restarts := p.providerPID("simulator")
+		return now != 0 && now != pid && restarts >= 1
+	})
+	passes := p.status().Passes
+	if err := os.Remove(w.instancePath(w.simulatorInstances("compute")[0])); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 10*time.Second, "healing after the relaunch", func() bool {
+		return len(w.simulatorInstances("compute")) == 10 && p.status().Passes > passes
+	})
+
+	// A second watch refuses, naming the first.
+	res := w.expect(1, "watch", "-listen", "127.0.0.1:0")
+	if !strings.Contains(res.stderr, fmt.Sprintf("pid %d", p.pid)) || !strings.Contains(res.stderr, p.addr) {
+		t.Errorf("the second watch does not name the first (pid %d, %s):\n%s", p.pid, p.addr, res)
+	}
+
+	// SIGTERM: exit 0, in time, with a state that loads.
+	code, took := p.terminate()
+	if code != 0 || took > 30*time.Second {
+		t.Fatalf("SIGTERM: exit %d after %s\n%s", code, took, p.stderr)
+	}
+	if !strings.Contains(p.stdout.String(), "infrakit watch stopped.") {
+		t.Errorf("stdout does not say it stopped:\n%s", p.stdout)
+	}
+	show := w.ok("show")
+	if !strings.Contains(show.stdout, "web") {
+		t.Errorf("infrakit show after watch:\n%s", show)
+	}
+	g := w.groups()["web"]
+	if len(g.Instances) != 10 {
+		t.Errorf("after watch stopped: %d instances", len(g.Instances))
+	}
+}
+
+// TestWatchRollingUpdate changes the stack and applies it while watch
+// runs. apply rolls the 6 instances (batches of max_parallel 2, each
+// replacement created and healthy before the old one goes); the test
+// interrupts apply mid-roll, and watch, which rolls whatever is out of
+// date, finishes the job. Sampled continuously from the simulator's files,
+// the group never has fewer than 4 running healthy instances nor more
+// than 8 instances.
+func TestWatchRollingUpdate(t *testing.T) {
+	t.Parallel()
+	update := `update {
+    max_parallel    = 2
+    max_unavailable = 2
+  }`
+	w := newWorkdir(t)
+	w.env = append(w.env, "INFRAKIT_SIMULATOR_PROVISION_DELAY=500ms")
+	w.writeFile("main.hcl", watchStack(6, "v1", update))
+	w.init()
+	w.ok("apply", "-auto-approve")
+	p := w.startWatch(nil, "-interval", "2s")
+	within(t, 10*time.Second, "6 running instances", func() bool {
+		s := p.status()
+		return len(s.Groups) == 1 && s.Groups[0].Actual == 6 && s.Groups[0].Health.Healthy == 6 && w.running() == 6
+	})
+	oldHash := w.readInstances()[0].Tags["infrakit.config.hash"]
+
+	type sample struct{ healthy, total int }
+	var mu sync.Mutex
+	var samples []sample
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s := sample{total: len(w.readInstances()), healthy: w.running()}
+			mu.Lock()
+			samples = append(samples, s)
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+
+	w.writeFile("main.hcl", watchStack(6, "v2", update))
+	apply := exec.Command(filepath.Join(binDir, "infrakit"), "apply", "-auto-approve")
+	apply.Dir, apply.Env = w.dir, w.env
+	var applyOut syncBuffer
+	apply.Stdout, apply.Stderr = &applyOut, &applyOut
+	if err := apply.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt apply once its first batch is in.
+	within(t, 20*time.Second, "apply's first replacement", func() bool {
+		for _, in := range w.readInstances() {
+			if in.Tags["infrakit.config.hash"] != oldHash {
+				return true
+			}
+		}
+		return false
+	})
+	_ = apply.Process.Signal(syscall.SIGINT)
+	_ = apply.Wait()
+	t.Logf("apply exited %d:\n%s", apply.ProcessState.ExitCode(), applyOut.String())
+
+	within(t, 30*time.Second, "every instance rolled", func() bool {
+		s := p.status()
+		return len(s.Groups) == 1 && s.Groups[0].Rolling.Outdated == 0 && s.Groups[0].Actual == 6 &&
+			len(w.simulatorInstances("compute")) == 6 && w.plan()["web"] == "no-op"
+	})
+	close(stop)
+	<-sampled
+	mu.Lock()
+	defer mu.Unlock()
+	least, most := 6, 0
+	for _, s := range samples {
+		least, most = min(least, s.healthy), max(most, s.total)
+	}
+	t.Logf("%d observations: at least %d healthy, at most %d instances; watch events: %s",
+		len(samples), least, most, strings.Join(p.eventKinds(), " "))
+	if least < 4 {
+		t.Errorf("an observation saw only %d healthy instances (6, max_unavailable 2)", least)
+	}
+	if most > 8 {
+		t.Errorf("an observation saw %d instances (6, max_parallel 2)", most)
+	}
+}
+
+// TestWatchSlowProvider: with a provider that keeps new instances pending
+// for 2 s, healing never takes the group above its size: pending instances
+// count, and creates not yet listed are remembered.
+func TestWatchSlowProvider(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t)
+	w.env = append(w.env, "INFRAKIT_SIMULATOR_PROVISION_DELAY=2s")
+	w.writeFile("main.hcl", watchStack(6, "slow", ""))
+	w.init()
+	w.ok("apply", "-auto-approve")
+	p := w.startWatch(nil, "-interval", "1s")
+	within(t, 10*time.Second, "the first pass", func() bool { return p.status().Passes > 0 })
+	for _, id := range w.simulatorInstances("compute")[:2] {
+		if err := os.Remove(w.instancePath(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	most := 0
+	end := time.Now().Add(5 * time.Second)
+	for time.Now().Before(end) {
+		most = max(most, len(w.simulatorInstances("compute")))
+		time.Sleep(2 * time.Millisecond)
+	}
+	if most > 6 {
+		t.Fatalf("the group reached %d instances; its size is 6", most)
+	}
+	within(t, 10*time.Second, "6 running", func() bool {
+		s := p.status()
+		return len(s.Groups) == 1 && s.Groups[0].Actual == 6 && s.Groups[0].Health.Healthy == 6
+	})
+
+	// A second signal exits at once; the state is still valid.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM) // it may have stopped already
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("a second SIGTERM did not end watch at once\n%s", p.stderr)
+	}
+	if res := w.ok("show"); !strings.Contains(res.stdout, "web") {
+		t.Errorf("infrakit show after two signals:\n%s", res)
+	}
+}

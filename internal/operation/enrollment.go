@@ -1,0 +1,182 @@
+package operation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller/enrollment"
+	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/nfs"
+)
+
+// enrollmentController builds the controller of e, acting through its
+// target provider's authorizer.
+func (r *Runner) enrollmentController(ctx context.Context, st *config.Stack, e *config.Enrollment) (*enrollment.Controller, error) {
+	h, err := r.hostFor()
+	if err != nil {
+		return nil, err
+	}
+	c, err := h.Client(ctx, e.Target.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("enrollment %q: %w", e.Name, err)
+	}
+	return enrollment.New(e, c.Authorizer(e.Target.Type), enrollment.Options{Parallelism: r.opts.Parallelism, Logger: r.log.Named("enrollment")})
+}
+
+// planEnrollments previews every enrollment of desired and of the stored
+// stack. The source group is listed once more for each (with properties
+// when the target properties use them): the plan's own observation keeps no
+// descriptions. A source whose observation failed leaves the enrollment held.
+func (r *Runner) planEnrollments(ctx context.Context, desired *config.Stack, doc *state.Document, world plan.World, changed map[string]bool) []plan.EnrollmentChange {
+	var out []plan.EnrollmentChange
+	for _, e := range desired.Enrollments {
+		c := plan.EnrollmentChange{Enrollment: e.Name, Action: plan.ActionNoOp}
+		if changed[e.Source] {
+			c.FollowsGroups = []string{e.Source}
+		}
+		ctrl, err := r.enrollmentController(ctx, desired, e)
+		if err == nil {
+			var source []instance.Description
+			known := world.Failed[e.Source] == nil
+			if g := desired.Group(e.Source); known && g != nil {
+				if source, err = r.describeGroup(ctx, desired.Name, g, enrollment.NeedsProperties(&e.Target)); err != nil {
+					known, err = false, nil
+				}
+			}
+			c.Changes, err = ctrl.Preview(ctx, source, known)
+		}
+		switch {
+		case err != nil:
+			c.Action, c.Error = plan.ActionUnknown, err.Error()
+		case freed(doc.Enrollments, e.Name):
+			c.Action = plan.ActionResume
+		case doc.Stack == nil || doc.Stack.Enrollment(e.Name) == nil:
+			c.Action = plan.ActionCreate
+		case c.Count() > 0:
+			c.Action = plan.ActionUpdate
+		}
+		out = append(out, c)
+	}
+	if doc.Stack == nil {
+		return out
+	}
+	for _, e := range doc.Stack.Enrollments {
+		if desired.Enrollment(e.Name) != nil {
+			continue
+		}
+		c := plan.EnrollmentChange{Enrollment: e.Name, Action: plan.ActionDestroy}
+		if freed(doc.Enrollments, e.Name) {
+			c.Action = plan.ActionFree
+			out = append(out, c)
+			continue
+		}
+		ctrl, err := r.enrollmentController(ctx, doc.Stack, e)
+		if err == nil {
+			var auths []nfs.Authorization
+			auths, err = ctrl.Authorizations(ctx)
+			c.Changes = enrollment.Teardown(e.Name, auths, enrollment.ReasonDestroy)
+		}
+		if err != nil {
+			c.Action, c.Error = plan.ActionUnknown, err.Error()
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// DescribeEnrollment asks an enrollment's target provider for its authorizations.
+func (r *Runner) DescribeEnrollment(ctx context.Context, name string) (*enrollment.View, bool, error) {
+	st, doc, err := r.stackFor(ctx, func(s *config.Stack) bool { return s.Enrollment(name) != nil })
+	if err != nil {
+		return nil, false, err
+	}
+	if st == nil {
+		return nil, false, fmt.Errorf("enrollment %q is declared neither in the applied stack nor in the stack files", name)
+	}
+	ctrl, err := r.enrollmentController(ctx, st, st.Enrollment(name))
+	if err != nil {
+		return nil, false, err
+	}
+	auths, err := ctrl.Authorizations(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	slices.SortFunc(auths, func(a, b nfs.Authorization) int {
+		if c := compareIDs(enrollment.SourceOf(a), enrollment.SourceOf(b)); c != 0 {
+			return c
+		}
+		return compareIDs(instance.ID(a.ID), instance.ID(b.ID))
+	})
+	v := enrollment.ViewOf(name, auths)
+	return &v, freed(doc.Enrollments, name), nil
+}
+
+func compareIDs(a, b instance.ID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// FreeEnrollment stops syncing an enrollment. It touches nothing, unless the
+// enrollment has destroy_on_free: then its authorizations are revoked. A
+// later apply resumes it.
+func (r *Runner) FreeEnrollment(ctx context.Context, name string) (*ControllerResult, error) {
+	doc, unlock, err := r.storedObject(ctx, "enrollment free", "enrollment", name, func(s *config.Stack) bool { return s.Enrollment(name) != nil })
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	res := &ControllerResult{}
+	e := doc.Stack.Enrollment(name)
+	if doc.Enrollments == nil {
+		doc.Enrollments = map[string]*state.ControllerStatus{}
+	}
+	doc.Enrollments[name] = &state.ControllerStatus{Freed: true}
+	if err := r.store.Write(ctx, doc); err != nil {
+		return res, err
+	}
+	if !e.DestroyOnFree {
+		return res, nil
+	}
+	ctrl, err := r.enrollmentController(ctx, doc.Stack, e)
+	if err != nil {
+		return res, err
+	}
+	done, err := ctrl.RevokeAll(ctx)
+	res.addEnrollment(done)
+	return res, err
+}
+
+// DestroyEnrollment revokes every authorization of an enrollment and
+// removes it from the state (a later apply of a stack that still declares
+// it authorizes the members again).
+func (r *Runner) DestroyEnrollment(ctx context.Context, name string) (*ControllerResult, error) {
+	doc, unlock, err := r.storedObject(ctx, "enrollment destroy", "enrollment", name, func(s *config.Stack) bool { return s.Enrollment(name) != nil })
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	ctrl, err := r.enrollmentController(ctx, doc.Stack, doc.Stack.Enrollment(name))
+	if err != nil {
+		return nil, err
+	}
+	res := &ControllerResult{}
+	done, err := ctrl.RevokeAll(ctx)
+	res.addEnrollment(done)
+	if err != nil {
+		return res, err
+	}
+	out := *doc.Stack
+	out.Enrollments = slices.DeleteFunc(slices.Clone(out.Enrollments), func(e *config.Enrollment) bool { return e.Name == name })
+	doc.Stack = &out
+	delete(doc.Enrollments, name)
+	return res, r.store.Write(context.WithoutCancel(ctx), doc)
+}

@@ -1,0 +1,619 @@
+package operation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller/enrollment"
+	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/controller/ingress"
+	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/internal/tags"
+	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/loadbalancer"
+)
+
+// Ingresses and enrollments follow group membership. Apply syncs them after
+// the groups are applied (with the members as they are then) and tears down
+// the ones that left the stack before any group is destroyed; the group
+// verbs (scale, destroy-instances, destroy) sync the ones that follow the
+// group once it has converged, so backends and authorizations are right
+// when the command returns, with or without a running watch.
+
+// ControllerResult counts what was done to load balancers and authorizers.
+type ControllerResult struct {
+	Published, Unpublished, Registered, Deregistered int
+	Authorized, Revoked                              int
+	// Lines say, one per ingress load balancer or enrollment that changed,
+	// what was done ("ingress \"test.com\": lb1: 1 route published, 5
+	// backends registered").
+	Lines []string
+}
+
+// Empty reports whether nothing was done.
+func (c ControllerResult) Empty() bool {
+	return c.Published+c.Unpublished+c.Registered+c.Deregistered+c.Authorized+c.Revoked == 0
+}
+
+func (c *ControllerResult) addIngress(name string, chs []ingress.Changes) {
+	for _, ch := range chs {
+		pub := len(ch.Publish) + len(ch.Republish)
+		unpub := len(ch.Unpublish)
+		reg := len(ch.Register) + len(ch.Readdress)
+		dereg := len(ch.Deregister)
+		c.Published += pub
+		c.Unpublished += unpub
+		c.Registered += reg
+		c.Deregistered += dereg
+		var parts []string
+		for _, x := range []struct {
+			n    int
+			noun string
+		}{{pub, "route%s published"}, {unpub, "route%s unpublished"}, {reg, "backend%s registered"}, {dereg, "backend%s deregistered"}} {
+			if x.n > 0 {
+				parts = append(parts, fmt.Sprintf("%d "+x.noun, x.n, pluralS(x.n)))
+			}
+		}
+		if len(parts) > 0 {
+			c.Lines = append(c.Lines, fmt.Sprintf("ingress %q: %s: %s", name, ch.LoadBalancer, strings.Join(parts, ", ")))
+		}
+	}
+}
+
+func (c *ControllerResult) addEnrollment(ch enrollment.Changes) {
+	auth := len(ch.Authorize) + len(ch.Reauthorize)
+	rev := len(ch.Revoke) + len(ch.Reauthorize)
+	c.Authorized += auth
+	c.Revoked += rev
+	var parts []string
+	if auth > 0 {
+		parts = append(parts, fmt.Sprintf("%d authorization%s made", auth, pluralS(auth)))
+	}
+	if rev > 0 {
+		parts = append(parts, fmt.Sprintf("%d authorization%s revoked", rev, pluralS(rev)))
+	}
+	if len(parts) > 0 {
+		c.Lines = append(c.Lines, fmt.Sprintf("enrollment %q: %s", ch.Enrollment, strings.Join(parts, ", ")))
+	}
+}
+
+func pluralS(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// loadBalancer is the SPI client of a loadbalancer block of st.
+func (r *Runner) loadBalancer(ctx context.Context, st *config.Stack, name string) (loadbalancer.L4, error) {
+	lb := st.LoadBalancer(name)
+	if lb == nil {
+		return nil, fmt.Errorf("load balancer %q is not declared in the stack", name)
+	}
+	h, err := r.hostFor()
+	if err != nil {
+		return nil, err
+	}
+	c, err := h.Client(ctx, lb.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("load balancer %q: %w", name, err)
+	}
+	return c.LoadBalancer(name), nil
+}
+
+// ingressController builds the controller of in, with the load balancers of st.
+func (r *Runner) ingressController(ctx context.Context, st *config.Stack, in *config.Ingress) (*ingress.Controller, error) {
+	lbs := map[string]loadbalancer.L4{}
+	for _, d := range ingress.DesiredLBs(in) {
+		l4, err := r.loadBalancer(ctx, st, d.LoadBalancer)
+		if err != nil {
+			return nil, fmt.Errorf("ingress %q: %w", in.Name, err)
+		}
+		lbs[d.LoadBalancer] = l4
+	}
+	return ingress.New(in, lbs, ingress.Options{Parallelism: r.opts.Parallelism, Logger: r.log.Named("ingress")})
+}
+
+// membership is what sync passes know of the groups' members.
+type membership struct {
+	members map[string][]group.Member
+	descs   map[string][]instance.Description
+	failed  map[string]error
+}
+
+// observeMembers lists the members of the named groups, one
+// DescribeInstances each (with properties for those in withProps). A group
+// not in st has no configuration: when doc still records it, its members
+// are unknown; otherwise it is gone and has none.
+func (r *Runner) observeMembers(ctx context.Context, st *config.Stack, doc *state.Document, names []string, withProps map[string]bool) membership {
+	m := membership{members: map[string][]group.Member{}, descs: map[string][]instance.Description{}, failed: map[string]error{}}
+	for _, name := range names {
+		if _, done := m.members[name]; done {
+			continue
+		}
+		if _, done := m.failed[name]; done {
+			continue
+		}
+		cfg := st.Group(name)
+		if cfg == nil {
+			if doc != nil && doc.Groups[name] != nil {
+				m.failed[name] = fmt.Errorf("group %q: its configuration is not in the state, so its members cannot be listed", name)
+			} else {
+				m.members[name] = nil
+			}
+			continue
+		}
+		descs, err := r.describeGroup(ctx, st.Name, cfg, withProps[name])
+		if err != nil {
+			m.failed[name] = err
+			continue
+		}
+		m.descs[name] = descs
+		m.members[name] = group.MembersFromDescriptions(descs, nil)
+	}
+	return m
+}
+
+// describeGroup lists a group's instances by its tags.
+func (r *Runner) describeGroup(ctx context.Context, stack string, g *config.Group, withProps bool) ([]instance.Description, error) {
+	h, err := r.hostFor()
+	if err != nil {
+		return nil, err
+	}
+	c, err := h.Client(ctx, g.Instance.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("group %q: %w", g.Name, err)
+	}
+	descs, err := c.Instance(g.Instance.Type).DescribeInstances(ctx, tags.GroupSelector(stack, g.Name), withProps)
+	if err != nil {
+		return nil, fmt.Errorf("group %q: describe instances: %w", g.Name, err)
+	}
+	return descs, nil
+}
+
+// ingressMembers picks the members of in's groups; known is false when any
+// of them could not be listed.
+func ingressMembers(in *config.Ingress, members map[string][]group.Member, failed map[string]error) (map[string][]group.Member, bool) {
+	out := map[string][]group.Member{}
+	for _, r := range in.Rules {
+		for _, g := range r.Groups {
+			if _, bad := failed[g]; bad {
+				return nil, false
+			}
+			out[g] = members[g]
+		}
+	}
+	return out, true
+}
+
+func ingressGroups(in *config.Ingress) []string {
+	var out []string
+	for _, r := range in.Rules {
+		for _, g := range r.Groups {
+			if !slices.Contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+func freed(m map[string]*state.ControllerStatus, name string) bool {
+	return m[name] != nil && m[name].Freed
+}
+
+// planIngresses previews every ingress of desired and of the stored stack.
+func (r *Runner) planIngresses(ctx context.Context, desired *config.Stack, doc *state.Document, world plan.World, changed map[string]bool) []plan.IngressChange {
+	var out []plan.IngressChange
+	for _, in := range desired.Ingresses {
+		c := plan.IngressChange{Ingress: in.Name, Action: plan.ActionNoOp}
+		for _, g := range ingressGroups(in) {
+			if changed[g] {
+				c.FollowsGroups = append(c.FollowsGroups, g)
+			}
+		}
+		ctrl, err := r.ingressController(ctx, desired, in)
+		if err == nil {
+			members, known := ingressMembers(in, world.Members, world.Failed)
+			c.LoadBalancers, err = ctrl.Preview(ctx, members, known)
+		}
+		switch {
+		case err != nil:
+			c.Action, c.Error, c.LoadBalancers = plan.ActionUnknown, err.Error(), nil
+		case freed(doc.Ingresses, in.Name):
+			c.Action = plan.ActionResume
+		case doc.Stack == nil || doc.Stack.Ingress(in.Name) == nil:
+			c.Action = plan.ActionCreate
+		default:
+			if r, b := c.Counts(); r+b > 0 {
+				c.Action = plan.ActionUpdate
+			}
+		}
+		out = append(out, c)
+	}
+	if doc.Stack == nil {
+		return out
+	}
+	for _, in := range doc.Stack.Ingresses {
+		if desired.Ingress(in.Name) != nil {
+			continue
+		}
+		c := plan.IngressChange{Ingress: in.Name, Action: plan.ActionDestroy}
+		if freed(doc.Ingresses, in.Name) {
+			c.Action = plan.ActionFree
+			out = append(out, c)
+			continue
+		}
+		ctrl, err := r.ingressController(ctx, doc.Stack, in)
+		var obs []ingress.Observed
+		if err == nil {
+			obs, err = ctrl.Observe(ctx)
+		}
+		if err != nil {
+			c.Action, c.Error = plan.ActionUnknown, err.Error()
+		}
+		for _, o := range obs {
+			c.LoadBalancers = append(c.LoadBalancers, ingress.Diff(ingress.DesiredLB{LoadBalancer: o.LoadBalancer}, o.Routes, o.Backends, nil, true))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// planControllers adds the ingress and enrollment previews to p.
+func (r *Runner) planControllers(ctx context.Context, desired *config.Stack, doc *state.Document, world plan.World, p *plan.Plan) {
+	if doc == nil {
+		doc = state.NewDocument()
+	}
+	changed := p.ChangedGroups()
+	p.AddControllers(r.planIngresses(ctx, desired, doc, world, changed), r.planEnrollments(ctx, desired, doc, world, changed))
+}
+
+// teardownControllers tears down the ingresses and enrollments the plan
+// destroys (they left the stack): apply does it before any group is
+// destroyed, so no load balancer routes to, and no export admits, an
+// instance being destroyed. Their records leave the state.
+func (r *Runner) teardownControllers(ctx context.Context, w *recorder, p *plan.Plan, previous *config.Stack, res *ApplyResult) []error {
+	if previous == nil {
+		return nil
+	}
+	var errs []error
+	for _, c := range p.Ingresses {
+		in := previous.Ingress(c.Ingress)
+		if c.Action != plan.ActionDestroy || in == nil || ctx.Err() != nil {
+			continue
+		}
+		ctrl, err := r.ingressController(ctx, previous, in)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done, err := ctrl.Teardown(ctx)
+		res.Controllers.addIngress(in.Name, done)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.mu.Lock()
+		delete(w.doc.Ingresses, in.Name)
+		w.dirty = true
+		w.mu.Unlock()
+	}
+	for _, c := range p.Enrollments {
+		e := previous.Enrollment(c.Enrollment)
+		if c.Action != plan.ActionDestroy || e == nil || ctx.Err() != nil {
+			continue
+		}
+		ctrl, err := r.enrollmentController(ctx, previous, e)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done, err := ctrl.RevokeAll(ctx)
+		res.Controllers.addEnrollment(done)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.mu.Lock()
+		delete(w.doc.Enrollments, e.Name)
+		w.dirty = true
+		w.mu.Unlock()
+	}
+	return errs
+}
+
+// syncControllers syncs every ingress and enrollment of the applied stack
+// once the groups are applied, resuming freed ones (apply resumes what
+// `free` stopped, as for groups).
+func (r *Runner) syncControllers(ctx context.Context, w *recorder, p *plan.Plan, res *ApplyResult) []error {
+	st := p.Desired
+	if len(st.Ingresses) == 0 && len(st.Enrollments) == 0 || ctx.Err() != nil {
+		return nil
+	}
+	w.mu.Lock()
+	for _, in := range st.Ingresses {
+		if freed(w.doc.Ingresses, in.Name) {
+			delete(w.doc.Ingresses, in.Name)
+			w.dirty = true
+		}
+	}
+	for _, e := range st.Enrollments {
+		if freed(w.doc.Enrollments, e.Name) {
+			delete(w.doc.Enrollments, e.Name)
+			w.dirty = true
+		}
+	}
+	stored := w.doc.Stack
+	w.mu.Unlock()
+	if stored == nil {
+		stored = st
+	}
+	return r.syncFollowing(ctx, stored, nil, func([]string) bool { return true }, &res.Controllers)
+}
+
+// syncFollowing syncs the ingresses and enrollments of st that are not
+// freed in doc (nil: none is) and whose groups follows accepts, after one
+// observation of the groups they need.
+func (r *Runner) syncFollowing(ctx context.Context, st *config.Stack, doc *state.Document, follows func(groups []string) bool, res *ControllerResult) []error {
+	var ins []*config.Ingress
+	var ens []*config.Enrollment
+	var names []string
+	withProps := map[string]bool{}
+	for _, in := range st.Ingresses {
+		if (doc == nil || !freed(doc.Ingresses, in.Name)) && follows(ingressGroups(in)) {
+			ins = append(ins, in)
+			names = append(names, ingressGroups(in)...)
+		}
+	}
+	for _, e := range st.Enrollments {
+		if (doc == nil || !freed(doc.Enrollments, e.Name)) && follows([]string{e.Source}) {
+			ens = append(ens, e)
+			names = append(names, e.Source)
+			if enrollment.NeedsProperties(&e.Target) {
+				withProps[e.Source] = true
+			}
+		}
+	}
+	if len(ins)+len(ens) == 0 {
+		return nil
+	}
+	m := r.observeMembers(ctx, st, doc, names, withProps)
+	var errs []error
+	for _, in := range ins {
+		if ctx.Err() != nil {
+			break
+		}
+		ctrl, err := r.ingressController(ctx, st, in)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		members, known := ingressMembers(in, m.members, m.failed)
+		done, err := ctrl.Sync(ctx, members, known)
+		res.addIngress(in.Name, done)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, e := range ens {
+		if ctx.Err() != nil {
+			break
+		}
+		ctrl, err := r.enrollmentController(ctx, st, e)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		_, bad := m.failed[e.Source]
+		done, err := ctrl.Sync(ctx, m.descs[e.Source], !bad)
+		res.addEnrollment(done)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	for name, err := range m.failed {
+		if slices.Contains(names, name) {
+			r.log.Warn("group membership unknown; its backends and authorizations are left as they are", "group", name, "error", err)
+		}
+	}
+	return errs
+}
+
+// resync returns what the group verbs pass their outcome through: once the
+// group has converged, the ingresses and enrollments that follow it are
+// synced (under the same state lock), and what they did is added to res.
+func (o *groupOp) resync(ctx context.Context) func(*ApplyResult, error) (*ApplyResult, error) {
+	return func(res *ApplyResult, err error) (*ApplyResult, error) {
+		if ctx.Err() != nil || o.doc.Stack == nil {
+			return res, err
+		}
+		if res == nil {
+			res = &ApplyResult{}
+		}
+		name := o.cfg.Name
+		errs := o.r.syncFollowing(ctx, o.doc.Stack, o.doc, func(groups []string) bool { return slices.Contains(groups, name) }, &res.Controllers)
+		return res, errors.Join(append([]error{err}, errs...)...)
+	}
+}
+
+// The verbs of `infrakit lb`, `infrakit ingress` and `infrakit enrollment`.
+
+// stackFor returns the stack the object verbs act on: the stored one when it
+// has the object, else the stack files (read without providers).
+func (r *Runner) stackFor(ctx context.Context, has func(*config.Stack) bool) (*config.Stack, *state.Document, error) {
+	doc, err := r.store.Read(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if doc.Stack != nil && has(doc.Stack) {
+		return doc.Stack, doc, nil
+	}
+	st, diags := config.Load(r.opts.WorkDir, r.opts.ExtraFiles...)
+	if diags.HasErrors() || st == nil || !has(st) {
+		return nil, doc, nil
+	}
+	return st, doc, nil
+}
+
+func (r *Runner) lbClient(ctx context.Context, name string) (loadbalancer.L4, error) {
+	st, _, err := r.stackFor(ctx, func(s *config.Stack) bool { return s.LoadBalancer(name) != nil })
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("load balancer %q is declared neither in the applied stack nor in the stack files", name)
+	}
+	return r.loadBalancer(ctx, st, name)
+}
+
+// LoadBalancerRoutes asks a load balancer's provider for its routes.
+func (r *Runner) LoadBalancerRoutes(ctx context.Context, name string) ([]loadbalancer.Route, error) {
+	l4, err := r.lbClient(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := l4.Routes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load balancer %q: list routes: %w", name, err)
+	}
+	slices.SortFunc(routes, func(a, b loadbalancer.Route) int { return a.LoadBalancerPort - b.LoadBalancerPort })
+	return routes, nil
+}
+
+// LoadBalancerBackends asks a load balancer's provider for its backends.
+func (r *Runner) LoadBalancerBackends(ctx context.Context, name string) ([]loadbalancer.Backend, error) {
+	l4, err := r.lbClient(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	bs, err := l4.Backends(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load balancer %q: list backends: %w", name, err)
+	}
+	slices.SortFunc(bs, func(a, b loadbalancer.Backend) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return bs, nil
+}
+
+// IngressView is an ingress as its load balancers report it now.
+type IngressView struct {
+	Name          string
+	Freed         bool
+	LoadBalancers []ingress.View
+}
+
+// DescribeIngress asks the ingress's load balancers for their routes and backends.
+func (r *Runner) DescribeIngress(ctx context.Context, name string) (*IngressView, error) {
+	st, doc, err := r.stackFor(ctx, func(s *config.Stack) bool { return s.Ingress(name) != nil })
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("ingress %q is declared neither in the applied stack nor in the stack files", name)
+	}
+	ctrl, err := r.ingressController(ctx, st, st.Ingress(name))
+	if err != nil {
+		return nil, err
+	}
+	obs, err := ctrl.Observe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := &IngressView{Name: name, Freed: freed(doc.Ingresses, name)}
+	for _, o := range obs {
+		v.LoadBalancers = append(v.LoadBalancers, ingress.ViewOf(o))
+	}
+	return v, nil
+}
+
+// storedObject locks the state and finds a stored ingress or enrollment;
+// unlock must be called.
+func (r *Runner) storedObject(ctx context.Context, op, kind, name string, has func(*config.Stack) bool) (*state.Document, func() error, error) {
+	unlock, err := r.lock(ctx, op)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := r.store.Read(ctx)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	if doc.Stack == nil || !has(doc.Stack) {
+		unlock()
+		return nil, nil, fmt.Errorf("%s %q is not in the state (apply the stack first)", kind, name)
+	}
+	return doc, unlock, nil
+}
+
+// FreeIngress stops syncing an ingress and touches nothing; a later apply resumes.
+func (r *Runner) FreeIngress(ctx context.Context, name string) error {
+	doc, unlock, err := r.storedObject(ctx, "ingress free", "ingress", name, func(s *config.Stack) bool { return s.Ingress(name) != nil })
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if doc.Ingresses == nil {
+		doc.Ingresses = map[string]*state.ControllerStatus{}
+	}
+	doc.Ingresses[name] = &state.ControllerStatus{Freed: true}
+	return r.store.Write(ctx, doc)
+}
+
+// DestroyIngress unpublishes the routes and deregisters the backends of an
+// ingress's load balancers and removes it from the state (a later apply of a
+// stack that still declares it publishes it again).
+func (r *Runner) DestroyIngress(ctx context.Context, name string) (*ControllerResult, error) {
+	doc, unlock, err := r.storedObject(ctx, "ingress destroy", "ingress", name, func(s *config.Stack) bool { return s.Ingress(name) != nil })
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	ctrl, err := r.ingressController(ctx, doc.Stack, doc.Stack.Ingress(name))
+	if err != nil {
+		return nil, err
+	}
+	res := &ControllerResult{}
+	done, err := ctrl.Teardown(ctx)
+	res.addIngress(name, done)
+	if err != nil {
+		return res, err
+	}
+	out := *doc.Stack
+	out.Ingresses = slices.DeleteFunc(slices.Clone(out.Ingresses), func(in *config.Ingress) bool { return in.Name == name })
+	doc.Stack = &out
+	delete(doc.Ingresses, name)
+	return res, r.store.Write(context.WithoutCancel(ctx), doc)
+}
+
+// SyncFollowers syncs the ingresses and enrollments of st that doc does not
+// mark freed and that follow one of groups (nil: all of them), after one
+// DescribeInstances per group they need, and returns what was done. It is
+// the pass `watch` can run every sync_interval and when a membership
+// changed; the caller holds the state lock.
+func (r *Runner) SyncFollowers(ctx context.Context, st *config.Stack, doc *state.Document, groups []string) (ControllerResult, error) {
+	var res ControllerResult
+	if st == nil {
+		return res, nil
+	}
+	follows := func(gs []string) bool {
+		if groups == nil {
+			return true
+		}
+		for _, g := range gs {
+			if slices.Contains(groups, g) {
+				return true
+			}
+		}
+		return false
+	}
+	errs := r.syncFollowing(ctx, st, doc, follows, &res)
+	return res, errors.Join(errs...)
+}

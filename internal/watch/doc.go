@@ -1,0 +1,32 @@
+// Package watch is `infrakit watch`: the service that keeps every group of
+// the applied stack converged for as long as it runs.
+//
+// Run holds, for its whole life, a lock of its own beside the state
+// (infrakit.state.json.watch, naming the process), so a second watch on
+// the same state refuses to start and says who runs; one plugin host, so
+// providers are launched once and relaunched (with backoff) when they
+// crash or stop answering; and the HTTP API of package status.
+//
+// What it enforces is the state's desired stack: the stack as last applied,
+// with the sizes `group scale` set. Stack files reach it through `apply`.
+//
+// The loop (loop.go) is one goroutine that owns the schedule. It asks for a
+// pass of every group on the interval, when the CLI changes the state (its
+// serial moves: a cheap stat every 500 ms, a read when it changed), on
+// SIGHUP, and of one group when its provider pushes an instance event
+// (subscribe.go). Groups pass independently and in parallel (bounded), so
+// a slow or dead provider holds up only its own groups; a group's passes
+// never overlap, and a trigger during one makes one more follow right
+// after it. While something a pass did is in flight (a create not listed
+// yet, a roll waiting for health, an unhealthy member within its grace) the
+// group is passed again soon (FollowUp).
+//
+// A pass (pass.go) observes without the state lock, lets heal.Tracker
+// adjust what group.Decide sees, decides, trims the decision by the brake
+// and the replacement budget, then joins the state lease (lease.go) to act:
+// it takes the state lock shared with the other groups acting at that
+// moment, refuses to act if another process wrote the state since the pass
+// read it (the pass runs again on the new state), acts, records the
+// members, and lets go. A rolling update advances by one step per pass
+// (roll.go), so no pass waits for health and the CLI never waits on a roll.
+package watch

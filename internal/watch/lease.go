@@ -1,0 +1,184 @@
+package watch
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/infrakit/infrakit/internal/state"
+)
+
+// serials remembers the state serials this process wrote, so that its own
+// writes are never taken for someone else's (an apply, a group scale): only
+// a foreign write means the desired stack may have changed.
+type serials struct {
+	mu      sync.Mutex
+	lineage string
+	mine    map[uint64]bool
+	top     uint64
+}
+
+// keepSerials bounds the memory: a pass that read the state more than this
+// many of our own writes ago re-reads it (foreign answers true), which is
+// only wasteful.
+const keepSerials = 4096
+
+func newSerials() *serials { return &serials{mine: map[uint64]bool{}} }
+
+// expect notes that this process is about to write serial n of lineage.
+// It is noted before the write, so that a reader who sees the new file at
+// once never mistakes it for a foreign one.
+func (s *serials) expect(lineage string, n uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lineage != lineage {
+		s.lineage, s.mine, s.top = lineage, map[uint64]bool{}, 0
+	}
+	s.mine[n] = true
+	s.top = max(s.top, n)
+	if len(s.mine) > 2*keepSerials { // amortized: one sweep per keepSerials writes
+		for k := range s.mine {
+			if k+keepSerials < s.top {
+				delete(s.mine, k)
+			}
+		}
+	}
+}
+
+// forget undoes expect after a write that failed.
+func (s *serials) forget(n uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.mine, n)
+}
+
+// foreign reports whether the state went from serial from to serial to
+// through a write of another process. A lineage other than ours, or a
+// serial that went back, is foreign.
+func (s *serials) foreign(lineage string, from, to uint64) bool {
+	if to == from {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if to < from || lineage != s.lineage {
+		return true
+	}
+	for n := from + 1; n <= to; n++ {
+		if !s.mine[n] {
+			return true
+		}
+	}
+	return false
+}
+
+// lease shares the state lock among the groups that act at one moment.
+// Each group's pass observes without the lock, then joins the lease to act:
+// the first to join takes the state lock and reads the state, the last to
+// leave releases it, and writes in between go through the lease one at a
+// time. So the CLI waits only while some group acts, and groups never wait
+// for each other's lock the way separate lock holders would (a lock taken
+// per group would make one slow provider hold up every other group).
+type lease struct {
+	store   *state.Local
+	serials *serials
+	// timeout bounds the wait for the lock (-lock-timeout).
+	timeout time.Duration
+
+	mu      sync.Mutex
+	holders int
+	unlock  func() error
+	doc     *state.Document
+}
+
+func newLease(store *state.Local, sr *serials, timeout time.Duration) *lease {
+	return &lease{store: store, serials: sr, timeout: timeout}
+}
+
+// errStale says the state was written by another process since the pass
+// read it: the pass must not act on what it decided.
+var errStale = errors.New("the state changed since this pass read it")
+
+// acquire joins the lease for a pass that read the state at lineage/serial.
+// It returns errStale (and leaves the lease) when another process wrote the
+// state since. Call release after a nil error.
+func (l *lease) acquire(ctx context.Context, lineage string, serial uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holders == 0 {
+		lctx, cancel := context.WithTimeout(ctx, max(l.timeout, 0))
+		unlock, err := l.store.Lock(lctx, state.LockInfo{Operation: "watch"})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("waiting for the state lock: %w", err)
+		}
+		doc, err := l.store.Read(context.WithoutCancel(ctx))
+		if err != nil {
+			unlock()
+			return err
+		}
+		l.unlock, l.doc = unlock, doc
+	}
+	if l.doc.Lineage != lineage || l.serials.foreign(lineage, serial, l.doc.Serial) {
+		if l.holders == 0 {
+			l.releaseLocked()
+		}
+		return errStale
+	}
+	l.holders++
+	return nil
+}
+
+// record stores a group's members in the state, and writes it, if they
+// differ from what it holds. It returns the serial of the state afterwards.
+// The write does not wait (the lock is held), so it goes through even when
+// ctx is done: what a pass did is recorded, also during shutdown.
+func (l *lease) record(name string, instances []state.Instance) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holders == 0 {
+		return 0, errors.New("record state: the lease is not held")
+	}
+	st := l.doc.Group(name)
+	if slices.Equal(st.Instances, instances) {
+		return l.doc.Serial, nil
+	}
+	prev := st.Instances
+	st.Instances = instances
+	next := l.doc.Serial + 1
+	l.serials.expect(l.doc.Lineage, next)
+	if err := l.store.Write(context.Background(), l.doc); err != nil {
+		l.serials.forget(next)
+		st.Instances = prev
+		return 0, fmt.Errorf("record state: %w", err)
+	}
+	return l.doc.Serial, nil
+}
+
+// release leaves the lease; the last holder out releases the lock.
+func (l *lease) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.holders--
+	if l.holders == 0 {
+		l.releaseLocked()
+	}
+}
+
+func (l *lease) releaseLocked() {
+	if l.unlock != nil {
+		_ = l.unlock() // the flock goes with the descriptor in any case
+	}
+	l.unlock, l.doc = nil, nil
+}
+
+// sortedInstances sorts a group's recorded members by ID, as the state
+// keeps them.
+func sortedInstances(in []state.Instance) []state.Instance {
+	slices.SortFunc(in, func(a, b state.Instance) int { return cmp.Compare(a.ID, b.ID) })
+	return in
+}

@@ -1,0 +1,312 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/infrakit/infrakit/internal/state"
+)
+
+// groupSched is the loop's record of one group.
+type groupSched struct {
+	name string
+	spec groupSpec
+	// mem is the group's memory across passes; only its pass in flight
+	// touches it.
+	mem     *groupState
+	running bool
+	// dirty asks for a pass; full asks that it list every member's health.
+	dirty, full bool
+	// waiting are the sweeps this group's next pass completes.
+	waiting []*sweep
+	// due is when a follow-up pass is wanted (zero: none).
+	due time.Time
+	sub *subscription
+	// gone: the group left the stack while a pass was in flight.
+	gone bool
+}
+
+// sweep is one pass as the status counts them: the passes of the groups
+// one trigger (the interval, an event, the state changing) asked for. It is
+// observed once every one of them has finished.
+type sweep struct {
+	start     time.Time
+	remaining int
+	errs      []error
+}
+
+// run starts the service's goroutines, runs the loop until ctx ends, then
+// lets the passes in flight finish (within opts.Shutdown less the time
+// Run needs after it) and stops everything it started.
+func (s *service) run(ctx context.Context, doc *state.Document) {
+	// Passes get a context of their own, cancelled only once the loop has
+	// stopped: cancelling it lets their provider calls in flight finish and
+	// what they did be recorded (group.Controller.Execute).
+	passCtx, stopPasses := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPasses()
+
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		pollState(ctx, s.store, s.serials, s.opts.StatePoll, doc, s.docs, s.log.Named("state"))
+	}()
+	s.setDoc(ctx, doc)
+	if doc.Stack == nil {
+		s.log.Warn("nothing is applied yet: waiting for `infrakit apply`")
+	}
+	s.loop(ctx, passCtx)
+
+	// Shutdown.
+	stopPasses()
+	deadline := time.NewTimer(max(s.opts.Shutdown-5*time.Second, time.Second))
+	defer deadline.Stop()
+	if s.active > 0 {
+		s.log.Info("stopping: waiting for the passes in flight", "passes", s.active)
+	}
+	for s.active > 0 {
+		select {
+		case r := <-s.done:
+			s.finished(ctx, passCtx, r)
+		case <-deadline.C:
+			s.log.Warn("stopping without waiting for the passes still in flight; the state holds what they recorded", "passes", s.active)
+			s.active = 0
+		}
+	}
+	for _, g := range s.groups {
+		if g.sub != nil {
+			g.sub.cancel()
+		}
+	}
+	s.bg.Wait()
+}
+
+func (s *service) loop(ctx, passCtx context.Context) {
+	tick := time.NewTicker(s.opts.Interval)
+	defer tick.Stop()
+	follow := time.NewTimer(time.Hour)
+	defer follow.Stop()
+	s.sweep(passCtx, s.names(), true)
+	for {
+		s.arm(follow)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			s.sweep(passCtx, s.names(), true)
+		case name := <-s.events:
+			s.sweep(passCtx, []string{name}, false)
+		case doc := <-s.docs:
+			s.log.Info("the state was changed by another command; passing with it", "serial", doc.Serial)
+			s.setDoc(ctx, doc)
+			s.sweep(passCtx, s.names(), true)
+		case <-s.opts.Reload:
+			s.reload(ctx)
+			s.sweep(passCtx, s.names(), true)
+		case r := <-s.done:
+			s.finished(ctx, passCtx, r)
+		case <-follow.C:
+			now := time.Now()
+			var due []string
+			for _, name := range s.names() {
+				if g := s.groups[name]; !g.due.IsZero() && !g.due.After(now) {
+					g.due = time.Time{}
+					due = append(due, name)
+				}
+			}
+			s.sweep(passCtx, due, true)
+		}
+	}
+}
+
+// arm sets the follow-up timer to the earliest follow-up due.
+func (s *service) arm(t *time.Timer) {
+	var next time.Time
+	for _, g := range s.groups {
+		if !g.due.IsZero() && (next.IsZero() || g.due.Before(next)) {
+			next = g.due
+		}
+	}
+	if next.IsZero() {
+		t.Stop()
+		return
+	}
+	t.Reset(max(time.Until(next), 0))
+}
+
+func (s *service) names() []string { return slices.Sorted(maps.Keys(s.groups)) }
+
+// sweep asks for a pass of each named group that watch manages and starts
+// what it can. full passes list every member's health.
+func (s *service) sweep(passCtx context.Context, names []string, full bool) {
+	sw := &sweep{start: time.Now()}
+	for _, name := range names {
+		g := s.groups[name]
+		if g == nil || !g.spec.managed() {
+			continue
+		}
+		sw.remaining++
+		g.waiting = append(g.waiting, sw)
+		g.dirty = true
+		g.full = g.full || full
+		if full {
+			g.due = time.Time{} // this pass is the follow-up
+		}
+	}
+	if sw.remaining == 0 && full {
+		s.rec.ObservePass(sw.start, 0, nil) // nothing to manage is a pass too
+	}
+	s.startDirty(passCtx)
+}
+
+// startDirty starts the passes asked for, at most opts.Parallelism at once,
+// never two of one group.
+func (s *service) startDirty(passCtx context.Context) {
+	if s.resetHost {
+		if s.active > 0 {
+			return // the host is replaced once no pass uses it
+		}
+		s.replaceHost()
+	}
+	for _, name := range s.names() {
+		if s.active >= s.opts.Parallelism || passCtx.Err() != nil {
+			return
+		}
+		if g := s.groups[name]; g.dirty && !g.running && g.spec.managed() {
+			s.start(passCtx, g)
+		}
+	}
+}
+
+func (s *service) start(passCtx context.Context, g *groupSched) {
+	g.running, g.dirty = true, false
+	full, sweeps, spec, mem := g.full, g.waiting, g.spec, g.mem
+	g.full, g.waiting = false, nil
+	s.active++
+	go func() {
+		r := s.pass(passCtx, mem, spec, full)
+		r.sweeps = sweeps
+		s.done <- r // never blocks: done holds Parallelism results
+	}()
+}
+
+// finished takes a pass's result: it completes the sweeps it was part of,
+// schedules a follow-up, and starts what waits.
+func (s *service) finished(ctx, passCtx context.Context, r passResult) {
+	s.active--
+	now := time.Now()
+	for _, sw := range r.sweeps {
+		sw.remaining--
+		if r.err != nil {
+			sw.errs = append(sw.errs, r.err)
+		}
+		if sw.remaining == 0 {
+			s.rec.ObservePass(sw.start, now.Sub(sw.start), errors.Join(sw.errs...))
+		}
+	}
+	g := s.groups[r.name]
+	if g != nil {
+		g.running = false
+		switch {
+		case g.gone:
+			s.removeGroup(g)
+		case r.stale:
+			// Another command wrote the state since the pass read it:
+			// read it now rather than at the poller's next look.
+			if doc, err := s.store.Read(ctx); err == nil {
+				s.setDoc(ctx, doc)
+			}
+			s.sweep(passCtx, s.names(), true)
+		case r.followUp > 0 && !g.dirty:
+			g.due = now.Add(r.followUp)
+		}
+	}
+	s.startDirty(passCtx)
+}
+
+// setDoc makes doc the desired state: groups that joined the stack get a
+// schedule (and a subscription to their provider's events), groups that
+// left it are forgotten, and the others take their new configuration at
+// their next pass.
+func (s *service) setDoc(ctx context.Context, doc *state.Document) {
+	s.doc = doc
+	want := map[string]groupSpec{}
+	keys := map[string]bool{}
+	if doc.Stack != nil {
+		for _, p := range doc.Stack.Providers {
+			keys[p.Key()] = true
+		}
+		for _, cfg := range doc.Stack.Groups {
+			spec := groupSpec{stack: doc.Stack.Name, cfg: cfg, lineage: doc.Lineage, serial: doc.Serial}
+			if st := doc.Groups[cfg.Name]; st != nil {
+				spec.freed, spec.updateStopped = st.Freed, st.UpdateStopped
+				spec.recorded = slices.Clone(st.Instances)
+			}
+			want[cfg.Name] = spec
+		}
+	}
+	for name, g := range s.groups {
+		if _, ok := want[name]; ok {
+			continue
+		}
+		if g.running {
+			g.gone, g.spec.cfg = true, nil
+		} else {
+			s.removeGroup(g)
+		}
+	}
+	now := time.Now()
+	for name, spec := range want {
+		g := s.groups[name]
+		if g == nil {
+			g = &groupSched{name: name, mem: newGroupState(name, now)}
+			s.groups[name] = g
+		}
+		if spec.freed && !g.spec.freed {
+			s.log.Info("group is free: not managed until an apply resumes it", "group", name)
+			s.rec.RemoveGroup(name)
+		}
+		g.spec, g.gone = spec, false
+		s.resubscribe(ctx, g)
+	}
+	s.prov.forget(keys)
+}
+
+// resubscribe keeps g subscribed to its provider's events while watch
+// manages it.
+func (s *service) resubscribe(ctx context.Context, g *groupSched) {
+	var src source
+	if g.spec.managed() {
+		src = source{stack: g.spec.stack, group: g.name, provider: g.spec.cfg.Instance.Provider, typ: g.spec.cfg.Instance.Type}
+	}
+	if g.sub != nil && g.sub.source == src {
+		return
+	}
+	if g.sub != nil {
+		g.sub.cancel() // its goroutine ends on its own; bg waits for it
+		g.sub = nil
+	}
+	if src == (source{}) {
+		return
+	}
+	g.sub = subscribe(ctx, &s.bg, src, s.prov, s.notify, s.log.Named("events"))
+}
+
+// notify is how a subscription asks for a pass of its group.
+func (s *service) notify(ctx context.Context, name string) {
+	select {
+	case s.events <- name:
+	case <-ctx.Done():
+	}
+}
+
+func (s *service) removeGroup(g *groupSched) {
+	if g.sub != nil {
+		g.sub.cancel()
+	}
+	delete(s.groups, g.name)
+	s.rec.RemoveGroup(g.name)
+	s.log.Info("group left the stack; no longer watched", "group", g.name)
+}

@@ -1,0 +1,589 @@
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/internal/watch/heal"
+	"github.com/infrakit/infrakit/internal/watch/status"
+	"github.com/infrakit/infrakit/sdk/instance"
+)
+
+// groupSpec is a group as the state holds it when a pass starts: what the
+// pass enforces, and the serial it was read at (acting is refused if
+// another process wrote the state since).
+type groupSpec struct {
+	stack string
+	// cfg is the group's configuration; nil when it left the stack.
+	cfg                  *config.Group
+	freed, updateStopped bool
+	lineage              string
+	serial               uint64
+	// recorded are the members the state records.
+	recorded []state.Instance
+}
+
+// managed reports whether watch reconciles the group.
+func (g groupSpec) managed() bool { return g.cfg != nil && !g.freed }
+
+// groupState is what a group's passes remember from one to the next. Only
+// the group's pass in flight touches it (the loop never runs two passes of
+// one group at once, and hands it over through channels).
+type groupState struct {
+	name    string
+	tracker *heal.Tracker
+	// cfgKey identifies the configuration last enforced: when an apply
+	// changes it, a roll in progress is planned again.
+	cfgKey string
+	// inflight are the rolling update's replacements in flight.
+	inflight []replacement
+	// rolling is set from the first batch of a roll to its end.
+	rolling bool
+	// halted says why the roll waits for the next apply (a replacement
+	// that never turned healthy); "" when it may go on.
+	halted    string
+	stopNoted bool
+	// vanished are members gone out of band whose replacement is owed, for
+	// the "replaced" events.
+	vanished    []instance.ID
+	brakeReason string
+	// recorded are the members the state holds for the group, as of
+	// recordedLineage/recordedSerial.
+	recorded        []state.Instance
+	recordedLineage string
+	recordedSerial  uint64
+	// idle counts the follow-up passes in a row that did nothing.
+	idle int
+	// lastErr is the last pass's error, so a repeated one is one event.
+	lastErr string
+}
+
+func newGroupState(name string, start time.Time) *groupState {
+	return &groupState{name: name, tracker: heal.NewTracker(name, heal.Policy{}, start)}
+}
+
+// passResult is what a pass tells the loop.
+type passResult struct {
+	name   string
+	sweeps []*sweep
+	err    error
+	// stale: another process wrote the state since the pass read it; the
+	// pass did nothing and the group must be passed again on a fresh read.
+	stale bool
+	// followUp, when positive, asks for another pass that soon.
+	followUp time.Duration
+}
+
+// actions collects what the group controller reports while a pass acts,
+// and turns its progress into log lines and events.
+type actions struct {
+	group    string
+	provider string
+	log      hclog.Logger
+	rec      *status.Recorder
+	failed   func(method string, err error)
+
+	mu        sync.Mutex
+	created   []group.Member
+	destroyed []instance.ID
+	// reasons are set before each Execute and only read while it runs.
+	reasons map[instance.ID]instance.DestroyReason
+}
+
+func (a *actions) record(r group.Record) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.created = append(a.created, r.Created...)
+	a.destroyed = append(a.destroyed, r.Destroyed...)
+}
+
+func (a *actions) progress(ev group.Event) {
+	switch ev.Action {
+	case group.ActionCreate:
+		a.log.Info("created instance", "instance", ev.ID, "logical_id", ev.LogicalID)
+		a.rec.Event(status.Event{Kind: status.EventCreated, Group: a.group, Instance: ev.ID, Message: "provisioned"})
+	case group.ActionDestroy:
+		reason := a.reasons[ev.ID]
+		a.log.Info("destroyed instance", "instance", ev.ID, "reason", reason)
+		a.rec.Event(status.Event{Kind: status.EventDestroyed, Group: a.group, Instance: ev.ID, Reason: string(reason),
+			Message: "drained and destroyed"})
+	case group.ActionError:
+		a.log.Error("instance operation failed", "instance", ev.ID, "logical_id", ev.LogicalID, "error", ev.Err)
+		a.rec.Event(status.Event{Kind: status.EventError, Group: a.group, Instance: ev.ID, Provider: a.provider, Message: errText(ev.Err)})
+		method := "Provision"
+		if ev.ID != "" {
+			method = "Destroy"
+		}
+		a.failed(method, ev.Err)
+	}
+}
+
+func (a *actions) snapshot() ([]group.Member, []instance.ID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.created), slices.Clone(a.destroyed)
+}
+
+// configure brings the group's memory up to the spec: a new configuration
+// (an apply) re-plans a roll in progress and lifts a halt.
+func (s *service) configure(gs *groupState, spec groupSpec, now time.Time, log hclog.Logger) {
+	key := configKey(spec.cfg)
+	if key != gs.cfgKey {
+		if gs.cfgKey != "" && (gs.rolling || len(gs.inflight) > 0) {
+			msg := "the applied configuration changed; the rolling update is planned again from it"
+			log.Info(msg)
+			s.rec.Event(status.Event{Kind: status.EventRollStopped, Group: gs.name, Message: msg})
+		}
+		gs.cfgKey, gs.inflight, gs.rolling, gs.halted, gs.stopNoted = key, nil, false, "", false
+	}
+	if !spec.updateStopped {
+		gs.stopNoted = false
+	}
+	p := heal.PolicyFromConfig(spec.cfg.Health)
+	// A create may take the whole call timeout to return an ID; give the
+	// provider as long again to list it.
+	p.ExpectTimeout = 2 * s.opts.CallTimeout
+	// Health sampled by a process that just started is not trusted for one
+	// interval.
+	p.Quiet = s.opts.Interval
+	gs.tracker.SetPolicy(p)
+	if spec.lineage != gs.recordedLineage || spec.serial > gs.recordedSerial {
+		gs.recorded, gs.recordedLineage, gs.recordedSerial = spec.recorded, spec.lineage, spec.serial
+	}
+}
+
+func configKey(g *config.Group) string {
+	b, err := json.Marshal(g)
+	if err != nil {
+		return g.ConfigHash() // cannot happen: the state encoded it
+	}
+	return string(b)
+}
+
+// pass reconciles one group once: observe (with health when it matters),
+// let the self-healing policy adjust what Decide sees, decide, trim the
+// decision by the brake and the replacement budget, act (holding the state
+// lease), record the members in the state, and take the next step of a
+// rolling update. full passes ask every member's health; passes started by
+// a provider event ask it only when the decision depends on it.
+func (s *service) pass(ctx context.Context, gs *groupState, spec groupSpec, full bool) passResult {
+	start := time.Now()
+	cfg := spec.cfg
+	log := s.log.With("group", gs.name)
+	s.configure(gs, spec, start, log)
+	d := group.DesiredFromConfig(cfg)
+	rep := status.GroupReport{Name: gs.name, Desired: d, Start: start, Rolling: status.Rolling{Stopped: spec.updateStopped}}
+	res := passResult{name: gs.name}
+	report := func(err error) passResult {
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("pass failed", "error", err)
+			res.err = err
+			rep.Err = err
+			// A failing provider fails every pass: one event per new error.
+			if msg := err.Error(); msg != gs.lastErr {
+				gs.lastErr = msg
+				s.rec.Event(status.Event{Kind: status.EventError, Group: gs.name, Provider: cfg.Instance.Provider, Message: msg})
+			}
+		case err == nil:
+			gs.lastErr = ""
+		}
+		rep.Duration = time.Since(start)
+		s.rec.SetGroup(rep)
+		return res
+	}
+
+	for _, key := range providerKeys(cfg) {
+		if _, err := s.prov.client(ctx, key); err != nil {
+			return report(fmt.Errorf("group %q: %w", gs.name, err))
+		}
+	}
+	a := &actions{
+		group: gs.name, provider: cfg.Instance.Provider, log: log, rec: s.rec,
+		reasons: map[instance.ID]instance.DestroyReason{},
+		failed: func(method string, err error) {
+			s.prov.failed(ctx, cfg.Instance.Provider, method, err)
+		},
+	}
+	ctrl, err := s.runner.GroupController(ctx, spec.stack, cfg, a.record, a.progress)
+	if err != nil {
+		return report(err)
+	}
+
+	// Observe.
+	withHealth := d.ReplaceUnhealthy && (full || len(gs.inflight) > 0 || gs.tracker.Status(start).Unhealthy > 0)
+	descs, members, err := ctrl.ObserveDescriptions(ctx, withHealth)
+	if err != nil {
+		s.prov.failed(ctx, cfg.Instance.Provider, "DescribeInstances", err)
+		return report(err)
+	}
+	if !withHealth && healthMatters(d, members, gs, spec) {
+		members = ctrl.ObserveFrom(ctx, descs, true)
+	}
+	if err := ctx.Err(); err != nil {
+		return report(nil) // shutting down: a partial observation is no observation
+	}
+	now := time.Now()
+	adj := gs.tracker.Adjust(now, d, members)
+	owed := gs.tracker.Status(now).Owed
+	s.healEvents(gs, adj.Events, owed, log)
+	if len(gs.vanished) > owed {
+		gs.vanished = gs.vanished[len(gs.vanished)-owed:]
+	}
+
+	// The roll in flight, then the decision on the group as it is about to be.
+	timeout := time.Duration(cfg.Update.HealthTimeout)
+	if timeout <= 0 {
+		timeout = time.Duration(config.DefaultUpdatePolicy().HealthTimeout)
+	}
+	rv := viewRoll(adj.Members, gs.inflight, now, timeout, !adj.Braked)
+	gs.inflight = rv.Pending
+	for _, r := range rv.TimedOut {
+		gs.halted = fmt.Sprintf("replacement %s was not healthy within %s (update.health_timeout); the rolling update waits for the next apply", r.New, timeout)
+		log.Error("rolling update halted", "instance", r.New, "replacing", r.Old, "health_timeout", timeout)
+		s.rec.Event(status.Event{Kind: status.EventRollStopped, Group: gs.name, Instance: r.New, Message: gs.halted})
+	}
+	dec := group.Decide(d, rv.Members)
+	fdec, evs := gs.tracker.Filter(now, dec)
+	s.healEvents(gs, evs, owed, log)
+
+	var batch []instance.ID
+	var rs group.RollStatus
+	outdated := len(dec.Roll) > 0
+	switch {
+	case !outdated:
+	case spec.updateStopped:
+		rs.Wait = "stopped by `infrakit group stop-update` until the next apply"
+		if gs.rolling && !gs.stopNoted {
+			log.Info("rolling update stopped by group stop-update")
+			s.rec.Event(status.Event{Kind: status.EventRollStopped, Group: gs.name, Message: "halted by group stop-update; the group keeps its mix of old and new instances until the next apply"})
+		}
+		gs.stopNoted = true
+	case gs.halted != "":
+		rs.Wait = gs.halted
+	case adj.Braked:
+		rs.Wait = "replacement is paused by the mass-failure brake"
+	case !fdec.Settled() || len(fdec.Roll) == 0:
+		rs.Wait = "the group is not settled yet: it is created, destroyed or healed first"
+	default:
+		batch, rs = group.NextRollBatch(d, rv.Members)
+	}
+	rollDec := rollDecision(d, batch, rv.Members)
+
+	act := group.Decision{Create: fdec.Create, Destroy: slices.Concat(fdec.Destroy, rv.Finish)}
+	var cattleRoll []group.Create
+	if d.IsPets() {
+		act.Destroy = append(act.Destroy, rollDec.Destroy...)
+		act.Create = append(act.Create, rollDec.Create...)
+	} else {
+		cattleRoll = rollDec.Create
+	}
+	rep.Rolling.Outdated = len(dec.Roll) + cattleInFlight(gs.inflight)
+	rep.Rolling.Wait = rs.Wait
+	rep.Braked, rep.BrakeReason = adj.Braked, gs.brakeReason
+	rep.Members = adj.Members
+
+	live := recordOf(adj.Members)
+	acting := len(act.Create)+len(act.Destroy)+len(cattleRoll) > 0
+	if !acting && sameMembers(live, gs.recorded) {
+		s.finishRoll(gs, len(dec.Roll), log)
+		rep.Rolling.InFlight = len(gs.inflight)
+		rep.Expected = gs.tracker.Status(now).Pending
+		res.followUp = s.followUp(gs, d, adj.Braked, false, false, now)
+		return report(nil)
+	}
+	if ctx.Err() != nil {
+		return report(nil) // shutting down: start nothing new
+	}
+
+	// Act, holding the state lease.
+	if err := s.lease.acquire(ctx, spec.lineage, spec.serial); err != nil {
+		if errors.Is(err, errStale) {
+			log.Debug("the state changed since this pass read it; passing again")
+			res.stale = true
+			rep.Duration = time.Since(start)
+			return res
+		}
+		return report(err)
+	}
+	var errs []error
+	for _, x := range act.Destroy {
+		a.reasons[x.ID] = x.Reason
+		if x.Reason == group.ReasonUnhealthy {
+			msg := fmt.Sprintf("unhealthy past the %s grace", time.Duration(cfg.Health.Grace))
+			log.Info("replacing instance", "instance", x.ID, "reason", x.Reason)
+			s.rec.Replacement(gs.name, x.ID, group.ReasonUnhealthy, msg)
+		}
+	}
+	s.vanishedReplaced(gs, fdec, log)
+	if acting && len(act.Create)+len(act.Destroy) > 0 {
+		r, err := ctrl.Execute(ctx, act)
+		errs = append(errs, r.Err(gs.name), err)
+	}
+	before, _ := a.snapshot()
+	if len(cattleRoll) > 0 && ctx.Err() == nil {
+		r, err := ctrl.Execute(ctx, group.Decision{Create: cattleRoll})
+		errs = append(errs, r.Err(gs.name), err)
+	}
+	created, destroyed := a.snapshot()
+	s.startBatch(gs, d, batch, rollDec, created, len(before), now, log)
+	gs.tracker.Issued(now, created, destroyed)
+
+	final := applyActions(live, created, destroyed)
+	serial, werr := s.lease.record(gs.name, final)
+	s.lease.release()
+	if werr == nil {
+		gs.recorded, gs.recordedSerial = final, serial
+	}
+	errs = append(errs, werr)
+	s.finishRoll(gs, len(dec.Roll), log)
+
+	rep.Members = reportMembers(adj.Members, created, destroyed)
+	rep.Rolling.InFlight = len(gs.inflight)
+	rep.Expected = gs.tracker.Status(now).Pending
+	err = errors.Join(errs...)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		err = nil // interrupted by the shutdown, which is not a failure
+	}
+	res.followUp = s.followUp(gs, d, adj.Braked, true, err != nil, now)
+	return report(err)
+}
+
+// healthMatters reports whether a pass that listed members without health
+// must ask it: a roll and a scale-down choose by health.
+func healthMatters(d group.Desired, members []group.Member, gs *groupState, spec groupSpec) bool {
+	if len(gs.inflight) > 0 {
+		return true
+	}
+	dec := group.Decide(d, members)
+	if len(dec.Roll) > 0 && !spec.updateStopped && gs.halted == "" {
+		return true
+	}
+	for _, x := range dec.Destroy {
+		if x.Reason == group.ReasonScaleDown {
+			return true
+		}
+	}
+	return false
+}
+
+// startBatch tracks the replacements a roll batch created: for pets the
+// members re-created with the batch's logical IDs, for cattle the members
+// the second Execute created (those after the first nBefore).
+func (s *service) startBatch(gs *groupState, d group.Desired, batch []instance.ID, rollDec group.Decision, created []group.Member, nBefore int, now time.Time, log hclog.Logger) {
+	if len(batch) == 0 {
+		return
+	}
+	var made []group.Member
+	if d.IsPets() {
+		lids := map[string]bool{}
+		for _, c := range rollDec.Create {
+			lids[c.LogicalID] = true
+		}
+		for _, m := range created {
+			if lids[m.LogicalID] {
+				made = append(made, m)
+			}
+		}
+	} else {
+		made = created[min(nBefore, len(created)):]
+	}
+	if !gs.rolling {
+		gs.rolling = true
+		msg := fmt.Sprintf("rolling update started: out-of-date instances are replaced %d at a time at most (max_parallel %d, max_unavailable %d)",
+			max(min(d.MaxParallel, d.MaxUnavailable), 1), max(d.MaxParallel, 1), max(d.MaxUnavailable, 1))
+		log.Info(msg)
+		s.rec.Event(status.Event{Kind: status.EventRollStarted, Group: gs.name, Message: msg})
+	}
+	for _, id := range batch {
+		log.Info("replacing instance", "instance", id, "reason", group.ReasonRollingUpdate)
+		s.rec.Replacement(gs.name, id, group.ReasonRollingUpdate, "out of date: its configuration hash is not the group's")
+	}
+	gs.inflight = append(gs.inflight, pairReplacements(d, batch, made, now)...)
+}
+
+// finishRoll ends a roll once nothing is out of date or in flight.
+func (s *service) finishRoll(gs *groupState, outdated int, log hclog.Logger) {
+	if gs.rolling && outdated == 0 && len(gs.inflight) == 0 {
+		gs.rolling = false
+		log.Info("rolling update done")
+		s.rec.Event(status.Event{Kind: status.EventRollDone, Group: gs.name, Message: "every instance has the group's configuration"})
+	}
+}
+
+// vanishedReplaced records a "replaced" event for each vanished member
+// this pass re-creates: the creates not paired with an unhealthy destroy.
+func (s *service) vanishedReplaced(gs *groupState, dec group.Decision, log hclog.Logger) {
+	n := len(dec.Create)
+	for _, x := range dec.Destroy {
+		if x.Reason == group.ReasonUnhealthy {
+			n--
+		}
+	}
+	n = min(max(n, 0), len(gs.vanished))
+	for _, id := range gs.vanished[:n] {
+		log.Info("replacing instance", "instance", id, "reason", status.ReasonVanished)
+		s.rec.Replacement(gs.name, id, status.ReasonVanished, "vanished from the provider's listing")
+	}
+	gs.vanished = gs.vanished[n:]
+}
+
+// healEvents logs what the self-healing policy noticed and records it.
+// The brake's own events are recorded by the Recorder from SetGroup.
+// Members that left the listing without leaving the group short (owed is
+// 0: another command destroyed them, or the group shrank) are no news.
+func (s *service) healEvents(gs *groupState, evs []heal.Event, owed int, log hclog.Logger) {
+	for _, e := range evs {
+		ev := status.Event{Time: e.Time, Group: gs.name, Kind: status.EventKind(e.Kind), Message: e.Message}
+		if len(e.IDs) == 1 {
+			ev.Instance = e.IDs[0]
+		}
+		switch e.Kind {
+		case heal.KindBrakeEngaged:
+			gs.brakeReason = e.Message
+			log.Warn("mass-failure brake engaged", "reason", e.Message, "instances", e.IDs)
+			continue
+		case heal.KindBrakeReleased:
+			gs.brakeReason = ""
+			log.Info("mass-failure brake released", "reason", e.Message)
+			continue
+		case heal.KindBudgetExhausted, heal.KindReplaceHeld:
+			ev.Kind = status.EventRateLimited
+			log.Warn("replacements held", "reason", e.Message, "instances", e.IDs)
+		case heal.KindVanished:
+			if owed == 0 {
+				log.Debug("members left the listing; the group is not short of them", "instances", e.IDs)
+				continue
+			}
+			gs.vanished = append(gs.vanished, e.IDs...)
+			log.Warn("instances vanished", "instances", e.IDs)
+		default:
+			log.Info(e.Message, "instances", e.IDs)
+		}
+		s.rec.Event(ev)
+	}
+}
+
+// followUp is how soon the group should be passed again, or 0 to wait for
+// the interval or an event. Something in flight (a create not listed yet, a
+// roll waiting for health, a member unhealthy within its grace) asks for
+// FollowUp, doubling while the passes find nothing to do, up to Interval.
+// A failed pass or a braked group waits for the interval.
+func (s *service) followUp(gs *groupState, d group.Desired, braked, acted, failed bool, now time.Time) time.Duration {
+	st := gs.tracker.Status(now)
+	want := !braked && !failed && (acted || len(gs.inflight) > 0 || st.Pending > 0 || st.Terminating > 0 ||
+		(d.ReplaceUnhealthy && st.Unhealthy > 0 && st.BudgetFreesAt.IsZero()))
+	if !want {
+		gs.idle = 0
+		return 0
+	}
+	if acted {
+		gs.idle = 0
+	} else {
+		gs.idle++
+	}
+	return min(s.opts.FollowUp<<min(gs.idle, 16), s.opts.Interval)
+}
+
+// providerKeys are the provider keys a group uses, each once.
+func providerKeys(g *config.Group) []string {
+	keys := []string{g.Instance.Provider}
+	for _, f := range g.Flavors {
+		if !slices.Contains(keys, f.Provider) {
+			keys = append(keys, f.Provider)
+		}
+	}
+	return keys
+}
+
+func cattleInFlight(rs []replacement) int {
+	n := 0
+	for _, r := range rs {
+		if r.Old != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func instanceOf(m group.Member) state.Instance {
+	return state.Instance{ID: string(m.ID), LogicalID: m.LogicalID, ConfigHash: m.ConfigHash, State: string(m.State), Address: m.Address}
+}
+
+// recordOf is what the state records of members: the live ones, by ID.
+func recordOf(members []group.Member) []state.Instance {
+	out := make([]state.Instance, 0, len(members))
+	for _, m := range group.Live(members) {
+		out = append(out, instanceOf(m))
+	}
+	return out
+}
+
+// sameMembers reports whether two records hold the same members (IDs,
+// logical IDs, configuration hashes). A member's state or address changing
+// alone is not worth a state write: every write moves the serial, and a
+// plan made just before it would then be refused as stale.
+func sameMembers(a, b []state.Instance) bool {
+	return slices.EqualFunc(a, b, func(x, y state.Instance) bool {
+		return x.ID == y.ID && x.LogicalID == y.LogicalID && x.ConfigHash == y.ConfigHash
+	})
+}
+
+// applyActions is live (sorted by ID) after a pass destroyed and created
+// members.
+func applyActions(live []state.Instance, created []group.Member, destroyed []instance.ID) []state.Instance {
+	if len(created) == 0 && len(destroyed) == 0 {
+		return live
+	}
+	gone := make(map[string]bool, len(destroyed))
+	for _, id := range destroyed {
+		gone[string(id)] = true
+	}
+	out := make([]state.Instance, 0, len(live)+len(created))
+	for _, in := range live {
+		if !gone[in.ID] {
+			out = append(out, in)
+		}
+	}
+	for _, m := range created {
+		out = append(out, instanceOf(m))
+	}
+	return slices.CompactFunc(sortedInstances(out), func(a, b state.Instance) bool { return a.ID == b.ID })
+}
+
+// reportMembers is members after a pass destroyed and created some, for
+// the status.
+func reportMembers(members, created []group.Member, destroyed []instance.ID) []group.Member {
+	if len(created) == 0 && len(destroyed) == 0 {
+		return members
+	}
+	gone := make(map[instance.ID]bool, len(destroyed))
+	for _, id := range destroyed {
+		gone[id] = true
+	}
+	out := make([]group.Member, 0, len(members)+len(created))
+	for _, m := range members {
+		if gone[m.ID] {
+			m.State = instance.StateTerminating
+		}
+		out = append(out, m)
+	}
+	return append(out, created...)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
