@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,7 +98,12 @@ func (w *workdir) startWatch(env []string, args ...string) *watchProc {
 		}
 		close(p.exited)
 	}()
-	w.t.Cleanup(p.kill)
+	w.t.Cleanup(func() {
+		p.kill()
+		if w.t.Failed() {
+			w.t.Logf("infrakit watch's stderr:\n%s", tailOf(p.stderr.String(), 8000))
+		}
+	})
 	deadline := time.After(30 * time.Second)
 	for {
 		if m := servingLine.FindStringSubmatch(p.stdout.String()); m != nil {
@@ -113,6 +119,13 @@ func (w *workdir) startWatch(env []string, args ...string) *watchProc {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+func tailOf(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
 }
 
 // terminate sends SIGTERM and returns the exit code and how long it took.
@@ -343,7 +356,12 @@ func TestWatchHeals(t *testing.T) {
 		now, restarts := p.providerPID("simulator")
 		return now != 0 && now != pid && restarts >= 1
 	})
+	// Let a pass list every instance first: one created just before the
+	// kill and removed before any listing saw it would count as a create
+	// still expected (a slow provider), not as a vanished instance.
 	passes := p.status().Passes
+	within(t, 10*time.Second, "a pass after the relaunch", func() bool { return p.status().Passes > passes+1 })
+	passes = p.status().Passes
 	if err := os.Remove(w.instancePath(w.simulatorInstances("compute")[0])); err != nil {
 		t.Fatal(err)
 	}
@@ -510,4 +528,40 @@ func TestWatchSlowProvider(t *testing.T) {
 	if res := w.ok("show"); !strings.Contains(res.stdout, "web") {
 		t.Errorf("infrakit show after two signals:\n%s", res)
 	}
+}
+
+// TestWatchFollowers runs watch over the design's example stack: when it
+// heals a group, the load balancer's backends and the NFS authorizations
+// that follow the group change with it, as `infrakit lb backends ls` and
+// `infrakit enrollment describe` (which ask the providers) show.
+func TestWatchFollowers(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t)
+	w.copyStack("testdata/e2e")
+	w.init()
+	w.ok("apply", "-auto-approve")
+	p := w.startWatch(nil, "-interval", "2s")
+	within(t, 10*time.Second, "the first pass", func() bool { return p.status().Passes > 0 })
+
+	cattle := w.groups()["cattle"].ids()
+	if len(cattle) != 10 {
+		t.Fatalf("cattle has %d instances after apply", len(cattle))
+	}
+	if err := os.Remove(w.instancePath(cattle[0])); err != nil {
+		t.Fatal(err)
+	}
+	var now []string
+	within(t, 15*time.Second, "cattle healed", func() bool {
+		now = w.groups()["cattle"].ids()
+		return len(now) == 10 && now[0] != cattle[0]
+	})
+	want := strings.Join(now, " ")
+	within(t, 15*time.Second, "lb3's backends and nfs's authorizations following cattle", func() bool {
+		var sources []string
+		for _, a := range w.authorizations("nfs").Authorizations {
+			sources = append(sources, a.SourceID)
+		}
+		slices.Sort(sources)
+		return strings.Join(w.backends("lb3"), " ") == want && strings.Join(sources, " ") == want
+	})
 }

@@ -21,6 +21,10 @@
 // yet, a roll waiting for health, an unhealthy member within its grace) the
 // group is passed again soon (FollowUp).
 //
+// The ingresses and enrollments follow group membership (followers.go):
+// they are synced on the shortest sync_interval among them, and at once
+// for a group a pass changed, one sync at a time under the state lease.
+//
 // A pass (pass.go) observes without the state lock, lets heal.Tracker
 // adjust what group.Decide sees, decides, trims the decision by the brake
 // and the replacement budget, then joins the state lease (lease.go) to act:

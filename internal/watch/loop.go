@@ -63,16 +63,18 @@ func (s *service) run(ctx context.Context, doc *state.Document) {
 	stopPasses()
 	deadline := time.NewTimer(max(s.opts.Shutdown-5*time.Second, time.Second))
 	defer deadline.Stop()
-	if s.active > 0 {
-		s.log.Info("stopping: waiting for the passes in flight", "passes", s.active)
+	if s.active > 0 || s.fol.running {
+		s.log.Info("stopping: waiting for the passes in flight", "passes", s.active, "sync", s.fol.running)
 	}
-	for s.active > 0 {
+	for s.active > 0 || s.fol.running {
 		select {
 		case r := <-s.done:
 			s.finished(ctx, passCtx, r)
+		case r := <-s.followed:
+			s.followedDone(ctx, passCtx, r)
 		case <-deadline.C:
 			s.log.Warn("stopping without waiting for the passes still in flight; the state holds what they recorded", "passes", s.active)
-			s.active = 0
+			s.active, s.fol.running = 0, false
 		}
 	}
 	for _, g := range s.groups {
@@ -107,6 +109,8 @@ func (s *service) loop(ctx, passCtx context.Context) {
 			s.sweep(passCtx, s.names(), true)
 		case r := <-s.done:
 			s.finished(ctx, passCtx, r)
+		case r := <-s.followed:
+			s.followedDone(ctx, passCtx, r)
 		case <-follow.C:
 			now := time.Now()
 			var due []string
@@ -117,13 +121,22 @@ func (s *service) loop(ctx, passCtx context.Context) {
 				}
 			}
 			s.sweep(passCtx, due, true)
+			if s.fol.every > 0 && !s.fol.due.After(now) {
+				s.fol.due = now.Add(s.fol.every)
+				s.wantFollowers(nil)
+			}
 		}
+		s.startFollowers(passCtx)
 	}
 }
 
-// arm sets the follow-up timer to the earliest follow-up due.
+// arm sets the follow-up timer to the earliest follow-up due, or the next
+// sync of the ingresses and enrollments.
 func (s *service) arm(t *time.Timer) {
 	var next time.Time
+	if s.fol.every > 0 {
+		next = s.fol.due
+	}
 	for _, g := range s.groups {
 		if !g.due.IsZero() && (next.IsZero() || g.due.Before(next)) {
 			next = g.due
@@ -165,7 +178,7 @@ func (s *service) sweep(passCtx context.Context, names []string, full bool) {
 // never two of one group.
 func (s *service) startDirty(passCtx context.Context) {
 	if s.resetHost {
-		if s.active > 0 {
+		if s.active > 0 || s.fol.running {
 			return // the host is replaced once no pass uses it
 		}
 		s.replaceHost()
@@ -185,6 +198,7 @@ func (s *service) start(passCtx context.Context, g *groupSched) {
 	full, sweeps, spec, mem := g.full, g.waiting, g.spec, g.mem
 	g.full, g.waiting = false, nil
 	s.active++
+	s.log.Debug("pass starting", "group", g.name, "full", full, "active", s.active)
 	go func() {
 		r := s.pass(passCtx, mem, spec, full)
 		r.sweeps = sweeps
@@ -197,6 +211,7 @@ func (s *service) start(passCtx context.Context, g *groupSched) {
 func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 	s.active--
 	now := time.Now()
+	s.log.Debug("pass finished", "group", r.name, "error", r.err, "stale", r.stale, "follow_up", r.followUp, "active", s.active)
 	for _, sw := range r.sweeps {
 		sw.remaining--
 		if r.err != nil {
@@ -222,6 +237,9 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 		case r.followUp > 0 && !g.dirty:
 			g.due = now.Add(r.followUp)
 		}
+	}
+	if r.acted {
+		s.wantFollowers([]string{r.name})
 	}
 	s.startDirty(passCtx)
 }
@@ -272,6 +290,10 @@ func (s *service) setDoc(ctx context.Context, doc *state.Document) {
 		s.resubscribe(ctx, g)
 	}
 	s.prov.forget(keys)
+	if every := syncEvery(doc.Stack); every != s.fol.every {
+		s.fol.every, s.fol.due = every, now
+	}
+	s.wantFollowers(nil) // the stack may have changed: sync it all
 }
 
 // resubscribe keeps g subscribed to its provider's events while watch

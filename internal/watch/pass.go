@@ -82,6 +82,9 @@ type passResult struct {
 	stale bool
 	// followUp, when positive, asks for another pass that soon.
 	followUp time.Duration
+	// acted: the pass created or destroyed members, so the ingresses and
+	// enrollments that follow the group are synced.
+	acted bool
 }
 
 // actions collects what the group controller reports while a pass acts,
@@ -291,7 +294,10 @@ func (s *service) pass(ctx context.Context, gs *groupState, spec groupSpec, full
 	rep.Rolling.Outdated = len(dec.Roll) + cattleInFlight(gs.inflight)
 	rep.Rolling.Wait = rs.Wait
 	rep.Braked, rep.BrakeReason = adj.Braked, gs.brakeReason
-	rep.Members = adj.Members
+	// The status counts what the provider listed (health within the grace
+	// shown as unknown, as Decide saw it); creates not listed yet are
+	// Expected.
+	rep.Members = listedOnly(adj.Members, members)
 
 	live := recordOf(adj.Members)
 	acting := len(act.Create)+len(act.Destroy)+len(cattleRoll) > 0
@@ -326,7 +332,7 @@ func (s *service) pass(ctx context.Context, gs *groupState, spec groupSpec, full
 		}
 	}
 	s.vanishedReplaced(gs, fdec, log)
-	if acting && len(act.Create)+len(act.Destroy) > 0 {
+	if len(act.Create)+len(act.Destroy) > 0 {
 		r, err := ctrl.Execute(ctx, act)
 		errs = append(errs, r.Err(gs.name), err)
 	}
@@ -336,6 +342,7 @@ func (s *service) pass(ctx context.Context, gs *groupState, spec groupSpec, full
 		errs = append(errs, r.Err(gs.name), err)
 	}
 	created, destroyed := a.snapshot()
+	res.acted = len(created)+len(destroyed) > 0
 	s.startBatch(gs, d, batch, rollDec, created, len(before), now, log)
 	gs.tracker.Issued(now, created, destroyed)
 
@@ -348,7 +355,7 @@ func (s *service) pass(ctx context.Context, gs *groupState, spec groupSpec, full
 	errs = append(errs, werr)
 	s.finishRoll(gs, len(dec.Roll), log)
 
-	rep.Members = reportMembers(adj.Members, created, destroyed)
+	rep.Members = markDestroyed(rep.Members, destroyed)
 	rep.Rolling.InFlight = len(gs.inflight)
 	rep.Expected = gs.tracker.Status(now).Pending
 	err = errors.Join(errs...)
@@ -561,24 +568,40 @@ func applyActions(live []state.Instance, created []group.Member, destroyed []ins
 	return slices.CompactFunc(sortedInstances(out), func(a, b state.Instance) bool { return a.ID == b.ID })
 }
 
-// reportMembers is members after a pass destroyed and created some, for
+// listedOnly keeps the members of adjusted that the provider listed in
+// observed (Adjust appends the creates it still expects).
+func listedOnly(adjusted, observed []group.Member) []group.Member {
+	listed := make(map[instance.ID]bool, len(observed))
+	for _, m := range observed {
+		listed[m.ID] = true
+	}
+	out := make([]group.Member, 0, len(observed))
+	for _, m := range adjusted {
+		if listed[m.ID] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// markDestroyed is members with those a pass destroyed terminating, for
 // the status.
-func reportMembers(members, created []group.Member, destroyed []instance.ID) []group.Member {
-	if len(created) == 0 && len(destroyed) == 0 {
+func markDestroyed(members []group.Member, destroyed []instance.ID) []group.Member {
+	if len(destroyed) == 0 {
 		return members
 	}
 	gone := make(map[instance.ID]bool, len(destroyed))
 	for _, id := range destroyed {
 		gone[id] = true
 	}
-	out := make([]group.Member, 0, len(members)+len(created))
-	for _, m := range members {
+	out := make([]group.Member, len(members))
+	for i, m := range members {
 		if gone[m.ID] {
 			m.State = instance.StateTerminating
 		}
-		out = append(out, m)
+		out[i] = m
 	}
-	return append(out, created...)
+	return out
 }
 
 func errText(err error) string {

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
@@ -85,11 +87,11 @@ func TestReplaceUnhealthy(t *testing.T) {
 	if took := time.Since(marked); took < time.Second {
 		t.Errorf("replaced after %s, within the 1s grace", took)
 	}
-	evs := r.events()
-	if countEvents(evs, status.EventReplaced, string(group.ReasonUnhealthy)) != 1 ||
-		countEvents(evs, status.EventDestroyed, string(group.ReasonUnhealthy)) != 1 {
-		t.Errorf("want one replaced and one destroyed event for reason unhealthy; events: %+v", evs)
-	}
+	eventually(t, 5*time.Second, "one replaced and one destroyed event for reason unhealthy", func() bool {
+		evs := r.events()
+		return countEvents(evs, status.EventReplaced, string(group.ReasonUnhealthy)) == 1 &&
+			countEvents(evs, status.EventDestroyed, string(group.ReasonUnhealthy)) == 1
+	})
 }
 
 // A rolling update that reaches watch through the state (an apply that
@@ -323,7 +325,10 @@ func TestProviderKilled(t *testing.T) {
 		}
 		return false
 	})
+	// A pass lists every instance first (see the e2e test of the same).
 	passes := r.status().Passes
+	eventually(t, 10*time.Second, "a pass after the relaunch", func() bool { return r.status().Passes > passes+1 })
+	passes = r.status().Passes
 	if err := os.Remove(filepath.Join(w.instanceDir(), w.instances()[0].ID+".json")); err != nil {
 		t.Fatal(err)
 	}
@@ -508,5 +513,110 @@ func TestFreedGroupSkipped(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	if n := len(w.instances()); n != 2 {
 		t.Fatalf("a freed group was healed: %d instances", n)
+	}
+}
+
+// followerStack is "web" with an ingress and an enrollment that follow it.
+const followerStack = `
+stack "test" {}
+
+provider "simulator" {}
+provider "simulator" { alias = "nfs-auth" }
+provider "vanilla" {}
+
+group "web" {
+  size = 3
+  instance {
+    provider   = simulator
+    type       = "compute"
+    properties = {}
+  }
+  flavor {
+    provider   = vanilla
+    properties = { init = ["echo web"] }
+  }
+}
+
+loadbalancer "lb1" { provider = simulator }
+
+ingress "site" {
+  sync_interval = "1s"
+  rule {
+    loadbalancer = loadbalancer.lb1
+    groups       = [group.web]
+    route {
+      lb_port     = 80
+      lb_protocol = "http"
+      port        = 8080
+      protocol    = "http"
+    }
+  }
+}
+
+enrollment "nfs" {
+  source = group.web
+  target {
+    provider   = simulator.nfs-auth
+    type       = "disk"
+    properties = { host = member.id }
+  }
+  sync_interval = "1s"
+}
+`
+
+// The load balancer's backends and the NFS authorizations follow the
+// group as watch heals it.
+func TestFollowersSynced(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, followerStack)
+	w.apply()
+	r := start(t, testOptions(w))
+	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cli, err := operation.New(ctx, operation.Options{WorkDir: w.dir, HostEnv: w.env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	following := func() bool {
+		want := map[string]bool{}
+		for _, in := range w.instances() {
+			want[in.ID] = true
+		}
+		backends, err := cli.LoadBalancerBackends(ctx, "lb1")
+		if err != nil || len(backends) != len(want) {
+			return false
+		}
+		for _, b := range backends {
+			if !want[string(b.ID)] {
+				return false
+			}
+		}
+		view, _, err := cli.DescribeEnrollment(ctx, "nfs")
+		if err != nil || len(view.Authorizations) != len(want) {
+			return false
+		}
+		for _, a := range view.Authorizations {
+			if !want[string(a.SourceID)] {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, 10*time.Second, "backends and authorizations equal to the members", following)
+
+	gone := w.instances()[0].ID
+	if err := os.Remove(filepath.Join(w.instanceDir(), gone+".json")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the group healed", func() bool {
+		ins := w.instances()
+		return len(ins) == 3 && !slices.ContainsFunc(ins, func(in record) bool { return in.ID == gone })
+	})
+	eventually(t, 10*time.Second, "backends and authorizations following the new member", following)
+	if countEvents(r.events(), EventSynced, "") == 0 {
+		t.Error("no synced event")
 	}
 }

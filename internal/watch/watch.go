@@ -215,9 +215,10 @@ type service struct {
 
 	// Into the loop: groups whose provider pushed a change, documents
 	// written by other processes, passes finished.
-	events chan string
-	docs   chan *state.Document
-	done   chan passResult
+	events   chan string
+	docs     chan *state.Document
+	done     chan passResult
+	followed chan followResult
 
 	// bg owns the poller and the subscriptions.
 	bg sync.WaitGroup
@@ -226,6 +227,7 @@ type service struct {
 	doc       *state.Document
 	groups    map[string]*groupSched
 	active    int
+	fol       followers
 	lockFile  []byte
 	resetHost bool
 }
@@ -244,6 +246,7 @@ func newService(opts Options, r *operation.Runner, rec *status.Recorder, lockFil
 		events:   make(chan string, 64),
 		docs:     make(chan *state.Document),
 		done:     make(chan passResult, opts.Parallelism),
+		followed: make(chan followResult, 1),
 		groups:   map[string]*groupSched{},
 		lockFile: lockFile,
 	}
