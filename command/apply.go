@@ -99,6 +99,18 @@ func (c *ApplyCommand) Run(args []string) int {
 		c.Ui.Output("")
 	}
 	res, err := r.Apply(c.Context(), p)
+	// A running watch may write the state between the plan and the apply.
+	// An auto-approved plan made by this run is simply made again (a few
+	// times at most); a plan the user approved or saved is never swapped.
+	for try := 0; try < 3 && planFile == "" && *autoApprove && errors.Is(err, plan.ErrStalePlan); try++ {
+		c.Ui.Warn("The state changed while planning (is a watch running?); planning again.")
+		again, _, ok := c.makePlan(r, false)
+		if !ok {
+			return 1
+		}
+		p = again
+		res, err = r.Apply(c.Context(), p)
+	}
 	progress.finish()
 	return c.reportApply("Apply", p, res, err, *sf.jsonOut)
 }

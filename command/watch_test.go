@@ -132,8 +132,12 @@ func TestWatchCommand(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !strings.Contains(w.stderr.String(), "created instance: group=") {
-		t.Errorf("the log has no group field:\n%s", w.stderr)
+	// The provider writes the file before the watch logs the create.
+	for !strings.Contains(w.stderr.String(), "created instance: group=") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log has no group field:\n%s", w.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	// stop-update marks the state; describe shows it; apply clears it.
