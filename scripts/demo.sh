@@ -7,7 +7,8 @@
 # What it shows: install the providers and pin them, validate, plan and apply
 # the stack's two groups (5 miners, 10 cattle), list and inspect them, scale
 # one, destroy chosen instances, free a group (infrakit lets go, nothing is
-# touched), apply again (infrakit takes it back), and destroy everything.
+# touched), apply again (infrakit takes it back), heal three vanished
+# instances with `infrakit watch` running, and destroy everything.
 # Along the way the ingress keeps the three load balancers' routes and
 # backends, and the enrollment the NFS authorizations, in step with the groups.
 set -euo pipefail
@@ -137,6 +138,51 @@ simulator_count
 
 step "The ingress as a whole: every load balancer, its routes and its backends"
 run infrakit ingress describe test.com
+
+step "Self-healing: start the watch service in the background (in production systemd runs it; see website/watch.md)"
+echo "\$ infrakit watch -interval 5s -listen 127.0.0.1:0 &"
+infrakit watch -interval 5s -listen 127.0.0.1:0 >watch.log 2>&1 &
+watch_pid=$!
+trap 'kill -TERM "$watch_pid" 2>/dev/null || true' ERR
+sleep 2
+
+step "Remove three cattle behind infrakit's back: delete their files from the simulator's store"
+mapfile -t vanished < <(member_ids cattle | head -n 3)
+for id in "${vanished[@]}"; do
+	run rm ".infrakit/simulator/instances/compute/$id.json"
+done
+simulator_count
+
+step "watch sees them vanish (the simulator pushes an event) and replaces them; lb3 and the authorizations follow"
+healed=""
+for _ in $(seq 1 150); do
+	ids="$(member_ids cattle | sort | tr '\n' ' ')"
+	backends="$(infrakit lb backends ls lb3 -json | tr -d '[:space:]')"
+	gone=0
+	for id in "${vanished[@]}"; do
+		[[ "$ids" == *"$id"* || "$backends" == *"$id"* ]] && gone=1
+	done
+	if [[ "$gone" == 0 && "$(wc -w <<<"$ids")" == 10 ]]; then
+		healed=1
+		break
+	fi
+	sleep 0.2
+done
+if [[ -z "$healed" ]]; then
+	echo "demo: watch did not heal the cattle; its log:" >&2
+	cat watch.log >&2
+	exit 1
+fi
+run infrakit group ls
+run infrakit lb backends ls lb3
+simulator_count
+
+step "Stop watch with SIGTERM: it finishes its pass, saves the state, stops its providers and exits 0"
+echo "\$ kill -TERM $watch_pid"
+kill -TERM "$watch_pid"
+wait "$watch_pid" && echo "    watch exited with status 0"
+trap - ERR
+tail -n 3 watch.log
 
 step "Destroy the miners' group alone: lb1 and lb2 are left with no backends"
 run infrakit group destroy miners -auto-approve
