@@ -556,7 +556,10 @@ func TestWatchFollowers(t *testing.T) {
 		return len(now) == 10 && now[0] != cattle[0]
 	})
 	want := strings.Join(now, " ")
-	within(t, 15*time.Second, "lb3's backends and nfs's authorizations following cattle", func() bool {
+	// Within one sync interval: the stack's enrollment syncs every 5s (the
+	// ingress every 3s), and watch syncs followers at once when a pass
+	// changes a group's members.
+	within(t, 5*time.Second, "lb3's backends and nfs's authorizations following cattle", func() bool {
 		var sources []string
 		for _, a := range w.authorizations("nfs").Authorizations {
 			sources = append(sources, a.SourceID)
