@@ -1,52 +1,13 @@
 package lb
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
-
-	"golang.org/x/sys/unix"
 )
-
-// lockPoll is how often a waiting call retries the state directory's lock.
-const lockPoll = 10 * time.Millisecond
-
-// lockDir takes the exclusive flock of the state directory, which every
-// provider process sharing the directory (the CLI's and watch's) takes for
-// each call, waiting until ctx ends. flock belongs to the open file, so
-// two calls of one process exclude each other too.
-func lockDir(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	t := time.NewTicker(lockPoll)
-	defer t.Stop()
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("lock %s: another provider process holds it: %w", path, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
 
 // loadRecord reads state.json; a missing file is an empty record.
 func loadRecord(path string) (*Record, error) {

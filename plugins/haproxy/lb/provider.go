@@ -47,6 +47,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/infrakit/infrakit/plugins/haproxy/runtimeapi"
+	"github.com/infrakit/infrakit/sdk/filelock"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
 	"github.com/infrakit/infrakit/sdk/provider"
@@ -222,7 +223,7 @@ func (p *Provider) portFree(ctx context.Context, lbPort int) error {
 func (p *Provider) locked(ctx context.Context, fn func(rec *Record) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	unlock, err := lockDir(ctx, p.s.lockPath())
+	unlock, err := filelock.Lock(ctx, p.s.lockPath())
 	if err != nil {
 		return err
 	}

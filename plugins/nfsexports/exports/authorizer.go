@@ -33,6 +33,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/infrakit/infrakit/sdk/filelock"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/nfs"
 	"github.com/infrakit/infrakit/sdk/provider"
@@ -235,7 +236,8 @@ func (a *Authorizer) Revoke(ctx context.Context, id string) error {
 func (a *Authorizer) change(ctx context.Context, fn func([]Entry) ([]Entry, bool, error)) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	unlock, err := lock(ctx, a.cfg.File)
+	// The lock file does not end in .exports, so exportfs never reads it.
+	unlock, err := filelock.Lock(ctx, a.cfg.File+".lock")
 	if err != nil {
 		return err
 	}

@@ -1,53 +1,12 @@
 package exports
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
-
-	"golang.org/x/sys/unix"
 )
-
-// lockPoll is how often a waiting writer retries the lock.
-const lockPoll = 10 * time.Millisecond
-
-// lock takes the exclusive flock of <file>.lock, which every provider
-// process writing the file takes (the CLI's and watch's both run one),
-// waiting until ctx ends. flock belongs to the open file, so two calls of
-// one process exclude each other too. The lock file does not end in
-// .exports, so exportfs never reads it.
-func lock(ctx context.Context, file string) (unlock func(), err error) {
-	path := file + ".lock"
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	t := time.NewTicker(lockPoll)
-	defer t.Stop()
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("lock %s: another provider process holds it: %w", path, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
 
 // read parses the exports file; a missing file has no entries.
 func read(file string) ([]Entry, []string, error) {
