@@ -55,9 +55,16 @@ func runTests(m *testing.M) int {
 // `make build` names them in bin/.
 func buildBinaries(dir string) error {
 	builds := map[string]string{
-		"infrakit":                    "github.com/infrakit/infrakit",
-		"infrakit-provider-simulator": "github.com/infrakit/infrakit/plugins/simulator",
-		"infrakit-provider-vanilla":   "github.com/infrakit/infrakit/plugins/vanilla",
+		"infrakit":                      "github.com/infrakit/infrakit",
+		"infrakit-provider-simulator":   "github.com/infrakit/infrakit/plugins/simulator",
+		"infrakit-provider-vanilla":     "github.com/infrakit/infrakit/plugins/vanilla",
+		"infrakit-provider-process":     "github.com/infrakit/infrakit/plugins/process",
+		"infrakit-provider-healthcheck": "github.com/infrakit/infrakit/plugins/healthcheck",
+		"infrakit-provider-haproxy":     "github.com/infrakit/infrakit/plugins/haproxy",
+		"infrakit-provider-nfsexports":  "github.com/infrakit/infrakit/plugins/nfsexports",
+		"infrakit-provider-docker":      "github.com/infrakit/infrakit/plugins/docker",
+		// The HTTP server the process instances of testdata/real run.
+		"webserver": "github.com/infrakit/infrakit/testdata/webserver",
 	}
 	for name, pkg := range builds {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)

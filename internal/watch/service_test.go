@@ -38,10 +38,12 @@ func TestHealVanished(t *testing.T) {
 	removed := time.Now()
 	eventually(t, 10*time.Second, "the group back to 10", func() bool { return len(w.instances()) == 10 })
 	t.Logf("healed in %s", time.Since(removed).Round(time.Millisecond))
-	g := r.group()
-	if g.Desired != 10 || g.Actual != 10 {
-		t.Errorf("status: desired %d actual %d, want 10 and 10", g.Desired, g.Actual)
-	}
+	// The provider holds the new members before the pass that made them
+	// publishes its status, so the status is awaited, not read once.
+	eventually(t, 5*time.Second, "status desired 10 actual 10", func() bool {
+		g := r.group()
+		return g.Desired == 10 && g.Actual == 10
+	})
 	eventually(t, 5*time.Second, "three replaced events", func() bool {
 		return countEvents(r.events(), status.EventReplaced, string(status.ReasonVanished)) == 3
 	})
@@ -163,9 +165,10 @@ func TestRollFromState(t *testing.T) {
 	if n := countEvents(evs, status.EventRollStarted, ""); n != 1 {
 		t.Errorf("%d roll-started events, want 1", n)
 	}
-	if g := r.group(); g.Rolling.Outdated != 0 || g.Rolling.InFlight != 0 {
-		t.Errorf("after the roll: %+v", g.Rolling)
-	}
+	eventually(t, 5*time.Second, "no outdated or in-flight members in the status", func() bool {
+		g := r.group()
+		return g.Rolling.Outdated == 0 && g.Rolling.InFlight == 0
+	})
 }
 
 // A size change that comes with a new configuration: shrinking removes
