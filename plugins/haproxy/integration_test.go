@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -690,5 +691,99 @@ backend operator
 	}
 	if _, err := os.Stat(filepath.Join(e.state, "haproxy.pid")); err == nil {
 		t.Fatal("the provider started an HAProxy of its own in external mode")
+	}
+}
+
+// crashingBackend accepts connections, reads each request and resets the
+// connection without an answer: a server killed with requests in flight.
+type crashingBackend struct {
+	addr string
+	done chan struct{}
+	mu   sync.Mutex
+	took map[string]int // requests taken, by method
+}
+
+func newCrashingBackend(t *testing.T) *crashingBackend {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &crashingBackend{addr: l.Addr().String(), done: make(chan struct{}), took: map[string]int{}}
+	go func() {
+		defer close(b.done)
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if req, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
+				b.mu.Lock()
+				b.took[req.Method]++
+				b.mu.Unlock()
+			}
+			// Reset rather than close, as the kernel does for a killed
+			// process's connections with data unread.
+			_ = conn.(*net.TCPConn).SetLinger(0)
+			conn.Close()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-b.done
+	})
+	return b
+}
+
+func (b *crashingBackend) counts() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.took)
+}
+
+// TestRetriesInFlight: a backend that takes requests and dies without
+// answering them (SIGKILL of a process while HAProxy waits for it) costs
+// idempotent requests nothing: HAProxy retries them on another server. A
+// POST it took is not sent again: it answers 502, once.
+func TestRetriesInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.start(t)
+	lb := c.LoadBalancer("web")
+	ctx := ctxT(t)
+	port := freePort(t)
+	if err := lb.Publish(ctx, httpRoute(port)); err != nil {
+		t.Fatal(err)
+	}
+	good := newBackend(t, "good", nil)
+	crash := newCrashingBackend(t)
+	if err := lb.RegisterBackends(ctx, []loadbalancer.Backend{backendOf(good), {ID: "crash", Address: crash.addr}}); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	got, err := get(client(), url, 40)
+	if err != nil {
+		t.Fatalf("GET with a backend that dies on every request: %v", err)
+	}
+	if got["good"] != 40 || crash.counts()["GET"] == 0 {
+		t.Fatalf("40 GETs: answers %v, the crashing backend took %v; want every GET answered by good after some were taken by crash", got, crash.counts())
+	}
+	t.Logf("40 GETs all answered by good; the crashing backend took %d of them first", crash.counts()["GET"])
+
+	// POSTs: those that reach the crashing backend fail, and only once.
+	failed := 0
+	for range 10 {
+		resp, err := client().Post(url, "text/plain", strings.NewReader("once"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			failed++
+		}
+	}
+	if posts := crash.counts()["POST"]; posts == 0 || posts != failed {
+		t.Errorf("10 POSTs: %d failed and the crashing backend took %d; want each it took to fail, none retried", failed, posts)
 	}
 }

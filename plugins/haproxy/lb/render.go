@@ -123,6 +123,16 @@ func renderRoute(w func(string, ...any), in renderInput, name string, l *LB, rt 
 	w("    default_backend %s", backendName(name, rt.LoadBalancerPort))
 	w("backend %s", backendName(name, rt.LoadBalancerPort))
 	w("    mode %s", m.Mode)
+	if m.Mode == "http" {
+		// A backend killed with requests in flight (an instance that
+		// crashed, a process sent SIGKILL) closes connections it had
+		// accepted without answering; `retries` alone covers only refused
+		// connections. Retry those requests on another server too, but only
+		// idempotent ones: a POST the dead server may have acted on is not
+		// sent twice.
+		w("    retry-on conn-failure empty-response junk-response")
+		w("    http-request disable-l7-retry unless METH_GET || METH_OPTIONS || METH_PUT || METH_DELETE")
+	}
 	var ds []string
 	if hc := l.HealthCheck; hc != nil {
 		if m.HTTPCheck {
