@@ -142,11 +142,15 @@ Usage: infrakit [global options] watch [options]
 
   A pass runs every -interval, at once when a provider reports a change,
   when a command changes the state, and on SIGHUP. Each pass takes the
-  state lock only while it acts, so the other commands keep working. A
-  second watch on the same state refuses to start.
+  state lock only while it acts, so the other commands keep working. With
+  the local state file a second watch on the same state refuses to start.
+  With the etcd backend (recorded by "infrakit init") several watch
+  processes elect a leader: it alone acts, the others follow, observing
+  and serving read-only status, and one takes over when it fails.
 
   Signals: SIGINT or SIGTERM stop after the work in flight (exit 0 within
-  30s); a second one exits at once. SIGHUP reads the state, the provider
+  30s; a leader then resigns, so another watch leads at once); a second
+  one exits at once. SIGHUP reads the state, the provider
   lock file and the stack files again; stack files reach watch through
   "infrakit apply", and ones that do not load are reported in the log.
 

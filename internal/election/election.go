@@ -3,10 +3,12 @@
 // the condition that makes its state writes fail once it is no longer the
 // leader.
 //
-// It is a thin layer over etcd's concurrency.Session and
-// concurrency.Election. What it adds is the part a leader that acts on real
+// It is a thin layer over etcd's concurrency.Session, campaigning the way
+// concurrency.Election does (same keys, oldest key leads) but with every
+// wait on etcd bounded. What it adds is the part a leader that acts on real
 // infrastructure needs: it learns that it must stop acting *before* its
-// lease runs out, not after (see Leadership.Lost).
+// lease runs out, not after (see Leadership.Lost), and can verify its
+// leadership right before it acts (Leadership.Verify).
 //
 // Lease semantics, in one place:
 //   - A campaign holds one etcd lease of TTL (whole seconds; etcd may raise

@@ -299,3 +299,70 @@ func TestLeaderKilled(t *testing.T) {
 	}
 	t.Logf("new leader %s after SIGKILL (TTL 2s)", r.at.Sub(killed).Round(time.Millisecond))
 }
+
+// TestVerify: a standing leadership verifies; once its key is gone (as when
+// its lease expired while the process was frozen) Verify says so and
+// declares the leadership lost, whatever the monitor has noticed yet.
+func TestVerify(t *testing.T) {
+	ctx := ctxT(t)
+	c := newClient(t)
+	a, err := newElection(t, nil).Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Resign(ctx)
+	if err := a.Verify(ctx); err != nil || !a.Standing() {
+		t.Fatalf("Verify of a standing leadership = %v (standing %v)", err, a.Standing())
+	}
+	select {
+	case <-a.Context().Done():
+		t.Fatal("Context done while leading")
+	default:
+	}
+	if _, err := c.Delete(ctx, a.Fence().Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Verify(ctx); !errors.Is(err, ErrDeposed) {
+		t.Fatalf("Verify after the key was deleted = %v, want ErrDeposed", err)
+	}
+	select {
+	case <-a.Lost():
+	default:
+		t.Error("Verify found the leadership gone but Lost is open")
+	}
+	<-a.Context().Done()
+	if a.Standing() {
+		t.Error("Standing after the leadership ended")
+	}
+}
+
+// TestCampaignCancelledCutOff: a campaign waiting behind a leader whose
+// connection to etcd is cut returns when its context ends (the library's
+// own Campaign would try to delete its key with no deadline and hang).
+func TestCampaignCancelledCutOff(t *testing.T) {
+	ctx := ctxT(t)
+	proxy, err := etcdtest.NewProxy(endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	a, err := newElection(t, nil).Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Resign(ctx)
+	wait, cancel := context.WithCancel(ctx)
+	b := campaign(wait, newElection(t, newClient(t, proxy.Endpoint())), "b")
+	time.Sleep(300 * time.Millisecond) // b's key is in, b waits
+	proxy.Cut()
+	cancel()
+	select {
+	case r := <-b:
+		if !errors.Is(r.err, context.Canceled) {
+			t.Errorf("cancelled campaign = %v", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled campaign did not return while etcd was unreachable")
+	}
+	proxy.Restore()
+}

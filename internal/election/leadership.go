@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -39,6 +40,9 @@ type Leadership struct {
 	lostCancel context.CancelFunc
 	mu         sync.Mutex
 	err        error // why leadership ended; guarded by mu
+	// renewed is when the last successful renewal was sent (Unix
+	// nanoseconds), for Verify: the monitor keeps it.
+	renewed atomic.Int64
 
 	resignOnce sync.Once
 	resignErr  error
@@ -83,18 +87,18 @@ func (e *Election) Campaign(ctx context.Context, identity string) (*Leadership, 
 		lost:     make(chan struct{}),
 	}
 	l.lostCtx, l.lostCancel = context.WithCancel(context.Background())
+	l.renewed.Store(start.UnixNano())
 	go l.monitor(start)
 
 	// The campaign ends early when the lease is lost while waiting: a
 	// campaigner whose key expired would otherwise be told it leads.
 	cctx, ccancel := context.WithCancel(ctx)
 	stopCancel := context.AfterFunc(l.lostCtx, ccancel)
-	el := concurrency.NewElection(session, e.prefix)
-	err = el.Campaign(cctx, identity)
+	key, rev, err := l.campaign(cctx, e.prefix, identity)
 	stopCancel()
 	ccancel()
 	if err == nil {
-		err = l.confirm(ctx, el)
+		err = l.confirm(ctx, key, rev)
 	}
 	if err != nil {
 		if lerr := l.Err(); lerr != nil {
@@ -109,17 +113,80 @@ func (e *Election) Campaign(ctx context.Context, identity string) (*Leadership, 
 	return l, nil
 }
 
+// campaign puts the campaign's key, <prefix>/<lease> (the key
+// concurrency.Election uses) holding identity, and waits until every key
+// of the election created before it is gone: it then leads. It returns the
+// key and its create revision.
+//
+// It is concurrency.Election.Campaign without its clean-up: that one, when
+// its wait is cancelled, deletes the key asking etcd with no deadline at
+// all, so that a campaign cancelled while etcd is unreachable never
+// returns. Here the caller cleans up (Resign, which revokes the lease, and
+// is bounded).
+func (l *Leadership) campaign(ctx context.Context, prefix, identity string) (string, int64, error) {
+	key := fmt.Sprintf("%s/%x", prefix, l.lease)
+	resp, err := l.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, identity, clientv3.WithLease(l.lease))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return "", 0, err
+	}
+	rev := resp.Header.Revision
+	if !resp.Succeeded {
+		// A retried request that had gone through: the key is ours.
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return "", 0, ErrLeaseLost
+		}
+		rev = kvs[0].CreateRevision
+	}
+	before := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
+	for {
+		g, err := l.client.Get(ctx, prefix+"/", before...)
+		if err != nil {
+			return "", 0, err
+		}
+		if len(g.Kvs) == 0 {
+			return key, rev, nil
+		}
+		if err := waitDelete(ctx, l.client, string(g.Kvs[0].Key), g.Header.Revision); err != nil {
+			return "", 0, err
+		}
+	}
+}
+
+// waitDelete waits until key is deleted, watching from rev on.
+func waitDelete(ctx context.Context, client *clientv3.Client, key string, rev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var last clientv3.WatchResponse
+	for wr := range client.Watch(wctx, key, clientv3.WithRev(rev)) {
+		if deleted(wr) {
+			return nil
+		}
+		last = wr
+	}
+	if err := last.Err(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("the watch of the leader key before this one ended")
+}
+
 // confirm checks that the key the campaign won with still exists, then
 // publishes the fence and starts watching the key.
-func (l *Leadership) confirm(ctx context.Context, el *concurrency.Election) error {
-	resp, err := l.client.Get(ctx, el.Key())
+func (l *Leadership) confirm(ctx context.Context, key string, rev int64) error {
+	resp, err := l.client.Get(ctx, key)
 	if err != nil {
 		return err
 	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != el.Rev() {
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != rev {
 		return ErrLeaseLost
 	}
-	l.fence = Fence{Key: el.Key(), Revision: el.Rev()}
+	l.fence = Fence{Key: key, Revision: rev}
 	close(l.elected)
 	return nil
 }
@@ -187,6 +254,7 @@ func (l *Leadership) monitor(start time.Time) {
 			switch {
 			case err == nil:
 				lastRenew = sent
+				l.renewed.Store(sent.UnixNano())
 				overdue.Reset(time.Until(lastRenew.Add(l.ttl - l.margin)))
 			case errors.Is(err, rpctypes.ErrLeaseNotFound):
 				l.lose(ErrLeaseLost)
@@ -264,6 +332,48 @@ func (l *Leadership) Margin() time.Duration { return l.margin }
 // deleted, or Resign was called. Stop acting as leader the moment it is
 // closed; Err says why.
 func (l *Leadership) Lost() <-chan struct{} { return l.lost }
+
+// Context is done when Lost is closed: hand it to the work done as leader
+// (or derive its contexts from it) so that the work stops the moment the
+// leadership ends.
+func (l *Leadership) Context() context.Context { return l.lostCtx }
+
+// Standing reports, without asking etcd, whether the leadership still
+// stands as far as this process can tell: not lost, and renewed recently
+// enough by this process's clock. Unlike Lost it does not wait for the
+// monitor, so a process that was frozen past its renewal deadline says
+// false from the moment it resumes (what a status page should show).
+func (l *Leadership) Standing() bool {
+	return l.Err() == nil && time.Since(time.Unix(0, l.renewed.Load())) < l.ttl-l.margin
+}
+
+// Verify confirms, right before acting, that the leadership still stands:
+// that it was not lost, that its renewal is not overdue by this process's
+// clock, and — one round trip — that its key still exists in etcd with its
+// create revision. A process that was frozen (SIGSTOP, a long GC pause, a
+// suspended VM) has its monitor's timers fire in no particular order with
+// the rest of it when it resumes; Verify does not depend on them. When the
+// leadership is found gone, it is declared lost (Lost is closed) and the
+// error says why; an etcd that cannot be asked is an error too, and the
+// caller must not act.
+func (l *Leadership) Verify(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if since := time.Since(time.Unix(0, l.renewed.Load())); since >= l.ttl-l.margin {
+		l.lose(ErrRenewalOverdue)
+		return ErrRenewalOverdue
+	}
+	resp, err := l.client.Get(ctx, l.fence.Key)
+	if err != nil {
+		return fmt.Errorf("verify leadership %s: %w", l.fence.Key, err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.fence.Revision {
+		l.lose(ErrDeposed)
+		return ErrDeposed
+	}
+	return l.Err()
+}
 
 // Err is why the leadership ended (ErrLeaseLost, ErrRenewalOverdue,
 // ErrDeposed, ErrResigned), or nil while it stands.

@@ -66,13 +66,18 @@ type Progress struct {
 // Runner runs operations. Close it to stop the providers it launched.
 //
 // It owns a plugin host, launched on first use from the working directory's
-// lock file, and the local state backend (StateFile in WorkDir). Its methods
+// lock file, and the state backend `infrakit init` recorded in WorkDir
+// (stateetcd.ReadRecord): the local file StateFile, or etcd. Its methods
 // may be called one after another (plan, then apply); they are not meant to
 // run concurrently with each other.
 type Runner struct {
-	opts  Options
-	log   hclog.Logger
-	store *state.Local
+	opts Options
+	log  hclog.Logger
+	// backend is the recorded backend; store is it opened, and closeStore
+	// closes it (the etcd connection).
+	backend    *config.Backend
+	store      state.Store
+	closeStore func() error
 
 	mu     sync.Mutex
 	host   *pluginhost.Host

@@ -18,6 +18,7 @@ import (
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
+	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
@@ -54,10 +55,23 @@ func newRunner(opts Options) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
+	// The state is where `infrakit init` last put it (the local file when
+	// init recorded nothing): every command of the directory, from any
+	// machine, then works on the one state.
+	recorded, err := stateetcd.ReadRecord(abs)
+	if err != nil {
+		return nil, fmt.Errorf("the backend recorded by \"infrakit init\": %w", err)
+	}
+	store, closeStore, err := stateetcd.OpenStore(recorded, filepath.Join(abs, StateFile))
+	if err != nil {
+		return nil, fmt.Errorf("state backend %s: %w", recorded, err)
+	}
 	return &Runner{
-		opts:  opts,
-		log:   opts.Logger,
-		store: state.NewLocal(filepath.Join(abs, StateFile)),
+		opts:       opts,
+		log:        opts.Logger,
+		backend:    recorded,
+		store:      store,
+		closeStore: closeStore,
 	}, nil
 }
 
@@ -65,11 +79,17 @@ func (r *Runner) close() error {
 	r.mu.Lock()
 	h := r.host
 	r.host, r.closed = nil, true
+	closeStore := r.closeStore
+	r.closeStore = nil
 	r.mu.Unlock()
+	var err error
 	if h != nil {
-		return h.Close()
+		err = h.Close()
 	}
-	return nil
+	if closeStore != nil {
+		err = errors.Join(err, closeStore())
+	}
+	return err
 }
 
 // hostFor returns the plugin host, creating it on first use. A working
@@ -100,10 +120,16 @@ func (r *Runner) hostFor() (*pluginhost.Host, error) {
 }
 
 // loadStack loads the stack files and validates them with the providers.
+// A stack whose backend block is not the backend `infrakit init` recorded
+// is refused: the commands work on the recorded one, and must not guess
+// which of the two holds the state.
 func (r *Runner) loadStack(ctx context.Context) (*config.Stack, map[string]*hcl.File, hcl.Diagnostics) {
 	st, diags := config.Load(r.opts.WorkDir, r.opts.ExtraFiles...)
 	if diags.HasErrors() {
 		return st, st.Files, diags
+	}
+	if d := r.checkBackend(st); d != nil {
+		return st, st.Files, append(diags, d)
 	}
 	h, err := r.hostFor()
 	if err != nil {
@@ -117,6 +143,32 @@ func (r *Runner) loadStack(ctx context.Context) (*config.Stack, map[string]*hcl.
 	launchAll(ctx, h, st)
 	diags = append(diags, config.ValidateWithProviders(ctx, st, validator{host: h})...)
 	return st, st.Files, diags
+}
+
+// checkBackend is the diagnostic of a stack whose backend block differs
+// from the recorded backend (nil when they agree), at the backend block, or
+// at the stack block when the stack has none.
+func (r *Runner) checkBackend(st *config.Stack) *hcl.Diagnostic {
+	if stateetcd.SameBackend(r.backend, st.Backend) {
+		return nil
+	}
+	configured := st.Backend
+	if configured.IsLocal() {
+		configured = &config.Backend{Type: config.BackendLocal}
+	}
+	subject := st.DeclRange
+	if st.Backend != nil {
+		subject = st.Backend.DeclRange
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Backend changed; run \"infrakit init\"",
+		Detail: fmt.Sprintf("The stack keeps its state in %s, but \"infrakit init\" initialized %s in this directory, "+
+			"and that is where the state is. Run \"infrakit init\" to use the configured backend; when %s holds "+
+			"a state, \"infrakit init -migrate-state\" moves it (keeping the old copy as a backup). Or set the backend block back.",
+			configured, r.backend, r.backend),
+		Subject: subject.Ptr(),
+	}
 }
 
 // launchAll starts the stack's providers side by side: validation asks them

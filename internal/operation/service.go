@@ -14,9 +14,13 @@ import (
 // builds on: it keeps one Runner, and with it one plugin host, for its whole
 // life, and drives the group controllers itself instead of through Apply.
 
-// StateStore is the runner's state backend (StateFile in the working
-// directory).
-func (r *Runner) StateStore() *state.Local { return r.store }
+// StateStore is the runner's state backend: a *state.Local (StateFile in the
+// working directory) or a *stateetcd.Backend, as `infrakit init` recorded.
+func (r *Runner) StateStore() state.Store { return r.store }
+
+// Backend is the state backend `infrakit init` recorded in the working
+// directory (type "local" when it recorded none).
+func (r *Runner) Backend() *config.Backend { return r.backend }
 
 // PluginHost returns the plugin host, created from the working directory's
 // lock file on first use. It fails with ErrNotInitialized when there is no

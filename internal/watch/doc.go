@@ -1,11 +1,14 @@
 // Package watch is `infrakit watch`: the service that keeps every group of
 // the applied stack converged for as long as it runs.
 //
-// Run holds, for its whole life, a lock of its own beside the state
-// (infrakit.state.json.watch, naming the process), so a second watch on
-// the same state refuses to start and says who runs; one plugin host, so
-// providers are launched once and relaunched (with backoff) when they
-// crash or stop answering; and the HTTP API of package status.
+// Run holds, for its whole life, one plugin host, so providers are
+// launched once and relaunched (with backoff) when they crash or stop
+// answering; the HTTP API of package status; and, with the local state
+// file, a lock of its own beside the state (infrakit.state.json.watch,
+// naming the process), so a second watch on the same state refuses to
+// start and says who runs. With the etcd backend several watch processes
+// share the state instead: they elect a leader, which alone acts, while
+// the others run observe-only passes (leader.go).
 //
 // What it enforces is the state's desired stack: the stack as last applied,
 // with the sizes `group scale` set. Stack files reach it through `apply`.

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -44,6 +45,10 @@ type followers struct {
 type followResult struct {
 	err   error
 	stale bool
+	// term is the leadership the sync ran for; deposed says it found
+	// that leadership gone.
+	term    *term
+	deposed bool
 }
 
 // syncEvery is the shortest sync_interval of st's ingresses and
@@ -96,6 +101,10 @@ func (s *service) startFollowers(passCtx context.Context) {
 	if f.running || !f.pending || f.every == 0 || s.resetHost || passCtx.Err() != nil || s.doc == nil || s.doc.Stack == nil {
 		return
 	}
+	t := s.term
+	if t == nil {
+		return // a follower syncs nothing; the sync waits for leadership
+	}
 	var groups []string
 	if !f.all {
 		groups = slices.Sorted(maps.Keys(f.groups))
@@ -106,20 +115,24 @@ func (s *service) startFollowers(passCtx context.Context) {
 	}
 	doc := s.doc
 	go func() {
-		s.followed <- s.syncFollowers(passCtx, doc, groups) // never blocks: one sync at a time, one slot
+		ctx, cancel := termContext(passCtx, t)
+		defer cancel()
+		r := s.syncFollowers(ctx, t, doc, groups)
+		r.term = t
+		s.followed <- r // never blocks: one sync at a time, one slot
 	}()
 }
 
-// syncFollowers runs one sync against the stack of doc.
-func (s *service) syncFollowers(ctx context.Context, doc *state.Document, groups []string) followResult {
+// syncFollowers runs one sync against the stack of doc, for the term t.
+func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Document, groups []string) followResult {
 	log := s.log.Named("followers")
-	if err := s.lease.acquire(ctx, doc.Lineage, doc.Serial); err != nil {
+	if err := t.lease.acquire(ctx, doc.Lineage, doc.Serial); err != nil {
 		if errors.Is(err, errStale) {
 			return followResult{stale: true}
 		}
-		return followResult{err: err}
+		return followResult{err: err, deposed: deposed(err)}
 	}
-	defer s.lease.release()
+	defer t.lease.release()
 	res, err := s.runner.SyncFollowers(ctx, doc.Stack, doc, groups)
 	for _, line := range res.Lines {
 		log.Info(line)
@@ -135,9 +148,12 @@ func (s *service) syncFollowers(ctx context.Context, doc *state.Document, groups
 func (s *service) followedDone(ctx, passCtx context.Context, r followResult) {
 	f := &s.fol
 	f.running = false
+	if r.deposed && r.term != nil && r.term == s.term {
+		s.endTerm(fmt.Sprintf("sync of ingresses and enrollments: %v", r.err))
+	}
 	switch {
 	case r.stale:
-		if doc, err := s.store.Read(ctx); err == nil {
+		if doc, err := readState(ctx, s.store); err == nil {
 			s.setDoc(ctx, doc)
 		}
 		s.wantFollowers(nil)

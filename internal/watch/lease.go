@@ -83,11 +83,25 @@ func (s *serials) foreign(lineage string, from, to uint64) bool {
 // time. So the CLI waits only while some group acts, and groups never wait
 // for each other's lock the way separate lock holders would (a lock taken
 // per group would make one slow provider hold up every other group).
+//
+// With the etcd backend a lease belongs to one leadership (a term, see
+// leader.go): its store fences every write with the leader's key, its
+// network waits end with the leadership (term), and verify confirms the
+// leadership with etcd before every pass is let act.
 type lease struct {
-	store   *state.Local
+	store   state.Store
 	serials *serials
 	// timeout bounds the wait for the lock (-lock-timeout).
 	timeout time.Duration
+	// term, when set, is done once the leadership the lease acts for has
+	// ended: reads and writes stop waiting for etcd then.
+	term context.Context
+	// verify, when set, confirms the leadership before a pass acts.
+	verify func(context.Context) error
+	// writeTimeout, when positive, bounds a state write. A write is not
+	// bounded by term: made after the leadership ended it must still reach
+	// etcd, to be refused there by the fence and say so.
+	writeTimeout time.Duration
 
 	mu      sync.Mutex
 	holders int
@@ -95,8 +109,18 @@ type lease struct {
 	doc     *state.Document
 }
 
-func newLease(store *state.Local, sr *serials, timeout time.Duration) *lease {
+func newLease(store state.Store, sr *serials, timeout time.Duration) *lease {
 	return &lease{store: store, serials: sr, timeout: timeout}
+}
+
+// bounded is ctx, also cancelled when the lease's term ends.
+func (l *lease) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.term == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(l.term, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // errStale says the state was written by another process since the pass
@@ -109,6 +133,9 @@ var errStale = errors.New("the state changed since this pass read it")
 func (l *lease) acquire(ctx context.Context, lineage string, serial uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.term != nil && l.term.Err() != nil {
+		return fmt.Errorf("not acting: %w", errNotLeader)
+	}
 	if l.holders == 0 {
 		lctx, cancel := context.WithTimeout(ctx, max(l.timeout, 0))
 		unlock, err := l.store.Lock(lctx, state.LockInfo{Operation: "watch"})
@@ -116,7 +143,9 @@ func (l *lease) acquire(ctx context.Context, lineage string, serial uint64) erro
 		if err != nil {
 			return fmt.Errorf("waiting for the state lock: %w", err)
 		}
-		doc, err := l.store.Read(context.WithoutCancel(ctx))
+		rctx, rcancel := l.bounded(context.WithoutCancel(ctx))
+		doc, err := l.store.Read(rctx)
+		rcancel()
 		if err != nil {
 			unlock()
 			return err
@@ -129,6 +158,19 @@ func (l *lease) acquire(ctx context.Context, lineage string, serial uint64) erro
 		}
 		return errStale
 	}
+	if l.verify != nil {
+		// Every pass that acts asks: the leadership may have ended while
+		// this process was frozen, before its timers could say so.
+		vctx, vcancel := l.bounded(ctx)
+		err := l.verify(vctx)
+		vcancel()
+		if err != nil {
+			if l.holders == 0 {
+				l.releaseLocked()
+			}
+			return fmt.Errorf("not acting: %w", err)
+		}
+	}
 	l.holders++
 	return nil
 }
@@ -136,7 +178,8 @@ func (l *lease) acquire(ctx context.Context, lineage string, serial uint64) erro
 // record stores a group's members in the state, and writes it, if they
 // differ from what it holds. It returns the serial of the state afterwards.
 // The write does not wait (the lock is held), so it goes through even when
-// ctx is done: what a pass did is recorded, also during shutdown.
+// ctx is done: what a pass did is recorded, also during shutdown. With
+// etcd it is fenced: once the leadership has ended it fails (ErrFenced).
 func (l *lease) record(name string, instances []state.Instance) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -151,7 +194,12 @@ func (l *lease) record(name string, instances []state.Instance) (uint64, error) 
 	st.Instances = instances
 	next := l.doc.Serial + 1
 	l.serials.expect(l.doc.Lineage, next)
-	if err := l.store.Write(context.Background(), l.doc); err != nil {
+	wctx, cancel := context.Background(), func() {}
+	if l.writeTimeout > 0 {
+		wctx, cancel = context.WithTimeout(wctx, l.writeTimeout)
+	}
+	defer cancel()
+	if err := l.store.Write(wctx, l.doc); err != nil {
 		l.serials.forget(next)
 		st.Instances = prev
 		return 0, fmt.Errorf("record state: %w", err)

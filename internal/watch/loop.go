@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -27,6 +28,9 @@ type groupSched struct {
 	sub *subscription
 	// gone: the group left the stack while a pass was in flight.
 	gone bool
+	// memEpoch is the service's epoch mem was made in; a pass in a later
+	// one starts with a fresh memory.
+	memEpoch int
 }
 
 // sweep is one pass as the status counts them: the passes of the groups
@@ -57,6 +61,17 @@ func (s *service) run(ctx context.Context, doc *state.Document) {
 	if doc.Stack == nil {
 		s.log.Warn("nothing is applied yet: waiting for `infrakit apply`")
 	}
+	if s.ha != nil {
+		s.bg.Add(2)
+		go func() {
+			defer s.bg.Done()
+			s.campaign(ctx)
+		}()
+		go func() {
+			defer s.bg.Done()
+			s.observeLeader(ctx)
+		}()
+	}
 	s.loop(ctx, passCtx)
 
 	// Shutdown.
@@ -72,11 +87,16 @@ func (s *service) run(ctx context.Context, doc *state.Document) {
 			s.finished(ctx, passCtx, r)
 		case r := <-s.followed:
 			s.followedDone(ctx, passCtx, r)
+		case <-s.lostC():
+			s.endTerm(s.lostReason())
 		case <-deadline.C:
 			s.log.Warn("stopping without waiting for the passes still in flight; the state holds what they recorded", "passes", s.active)
 			s.active, s.fol.running = 0, false
 		}
 	}
+	// Nothing acts any more: a leader resigns now, so that another watch
+	// leads at once (the campaigner revokes the lease).
+	s.endTerm("stopping")
 	for _, g := range s.groups {
 		if g.sub != nil {
 			g.sub.cancel()
@@ -111,6 +131,10 @@ func (s *service) loop(ctx, passCtx context.Context) {
 			s.finished(ctx, passCtx, r)
 		case r := <-s.followed:
 			s.followedDone(ctx, passCtx, r)
+		case t := <-s.wonC():
+			s.lead(ctx, passCtx, t)
+		case <-s.lostC():
+			s.endTerm(s.lostReason())
 		case <-follow.C:
 			now := time.Now()
 			var due []string
@@ -194,16 +218,40 @@ func (s *service) startDirty(passCtx context.Context) {
 }
 
 func (s *service) start(passCtx context.Context, g *groupSched) {
+	if g.memEpoch != s.epoch {
+		// The leadership changed since the group's memory was made: a new
+		// leader trusts no health it has not sampled for one interval,
+		// and a follower remembers nothing of a past leadership.
+		g.mem, g.memEpoch = newGroupState(g.name, time.Now()), s.epoch
+	}
 	g.running, g.dirty = true, false
-	full, sweeps, spec, mem := g.full, g.waiting, g.spec, g.mem
+	full, sweeps, spec, mem, t := g.full, g.waiting, g.spec, g.mem, s.term
 	g.full, g.waiting = false, nil
 	s.active++
-	s.log.Debug("pass starting", "group", g.name, "full", full, "active", s.active)
+	s.log.Debug("pass starting", "group", g.name, "full", full, "active", s.active, "leader", t != nil)
 	go func() {
-		r := s.pass(passCtx, mem, spec, full)
-		r.sweeps = sweeps
+		ctx, cancel := termContext(passCtx, t)
+		defer cancel()
+		var r passResult
+		if t == nil {
+			r = s.observe(ctx, mem, spec, full)
+		} else {
+			r = s.pass(ctx, t, mem, spec, full)
+		}
+		r.sweeps, r.term = sweeps, t
 		s.done <- r // never blocks: done holds Parallelism results
 	}()
+}
+
+// termContext is passCtx, also cancelled when the term t ends (nil: a
+// follower's pass, which acts on nothing).
+func termContext(passCtx context.Context, t *term) (context.Context, context.CancelFunc) {
+	if t == nil || t.lead == nil {
+		return passCtx, func() {}
+	}
+	ctx, cancel := context.WithCancel(passCtx)
+	stop := context.AfterFunc(t.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // finished takes a pass's result: it completes the sweeps it was part of,
@@ -221,6 +269,9 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 			s.rec.ObservePass(sw.start, now.Sub(sw.start), errors.Join(sw.errs...))
 		}
 	}
+	if r.deposed && r.term != nil && r.term == s.term {
+		s.endTerm(fmt.Sprintf("group %q: %v", r.name, r.err))
+	}
 	g := s.groups[r.name]
 	if g != nil {
 		g.running = false
@@ -230,7 +281,7 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 		case r.stale:
 			// Another command wrote the state since the pass read it:
 			// read it now rather than at the poller's next look.
-			if doc, err := s.store.Read(ctx); err == nil {
+			if doc, err := readState(ctx, s.store); err == nil {
 				s.setDoc(ctx, doc)
 			}
 			s.sweep(passCtx, s.names(), true)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -44,10 +45,18 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
+	code := m.Run()
+	// The embedded etcd of the HA tests (ha_test.go) stops before the
+	// goroutines are counted.
+	closeEtcd()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // stackOf is a stack with one cattle group "web" over the simulator.
@@ -276,6 +285,7 @@ func (r *running) stop() error {
 		case r.err = <-r.done:
 		case <-time.After(DefaultShutdown + 5*time.Second):
 			r.t.Errorf("watch did not stop within %s", DefaultShutdown+5*time.Second)
+			pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 		}
 	})
 	return r.err

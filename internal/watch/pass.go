@@ -85,6 +85,11 @@ type passResult struct {
 	// acted: the pass created or destroyed members, so the ingresses and
 	// enrollments that follow the group are synced.
 	acted bool
+	// term is the leadership the pass acted for (nil: a follower's
+	// observe-only pass); deposed says it found that leadership gone (a
+	// fenced write, a failed verification): the loop stops acting at once.
+	term    *term
+	deposed bool
 }
 
 // actions collects what the group controller reports while a pass acts,
@@ -179,7 +184,7 @@ func configKey(g *config.Group) string {
 // lease), record the members in the state, and take the next step of a
 // rolling update. full passes ask every member's health; passes started by
 // a provider event ask it only when the decision depends on it.
-func (s *service) pass(ctx context.Context, gs *groupState, spec groupSpec, full bool) passResult {
+func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupSpec, full bool) passResult {
 	start := time.Now()
 	cfg := spec.cfg
 	log := s.log.With("group", gs.name)
@@ -313,12 +318,16 @@ func (s *service) pass(ctx context.Context, gs *groupState, spec groupSpec, full
 	}
 
 	// Act, holding the state lease.
-	if err := s.lease.acquire(ctx, spec.lineage, spec.serial); err != nil {
+	if err := t.lease.acquire(ctx, spec.lineage, spec.serial); err != nil {
 		if errors.Is(err, errStale) {
 			log.Debug("the state changed since this pass read it; passing again")
 			res.stale = true
 			rep.Duration = time.Since(start)
 			return res
+		}
+		if deposed(err) {
+			log.Warn("not acting: this watch no longer leads", "error", err)
+			res.deposed = true
 		}
 		return report(err)
 	}
@@ -347,10 +356,15 @@ func (s *service) pass(ctx context.Context, gs *groupState, spec groupSpec, full
 	gs.tracker.Issued(now, created, destroyed)
 
 	final := applyActions(live, created, destroyed)
-	serial, werr := s.lease.record(gs.name, final)
-	s.lease.release()
+	serial, werr := t.lease.record(gs.name, final)
+	t.lease.release()
 	if werr == nil {
 		gs.recorded, gs.recordedSerial = final, serial
+	} else if deposed(werr) {
+		// The fence refused the write: another watch leads now. What this
+		// pass did is found again by its tags.
+		log.Warn("state write refused: this watch no longer leads", "error", werr)
+		res.deposed = true
 	}
 	errs = append(errs, werr)
 	s.finishRoll(gs, len(dec.Roll), log)
@@ -364,6 +378,48 @@ func (s *service) pass(ctx context.Context, gs *groupState, spec groupSpec, full
 	}
 	res.followUp = s.followUp(gs, d, adj.Braked, true, err != nil, now)
 	return report(err)
+}
+
+// observe is a follower's pass: it lists the group (with health on full
+// passes, when the group replaces unhealthy members), through the providers
+// it keeps running for the day it leads, and shows what it saw in the
+// status. It decides nothing and acts on nothing, and keeps no self-healing
+// memory: the leader's judgement is the leader's.
+func (s *service) observe(ctx context.Context, gs *groupState, spec groupSpec, full bool) passResult {
+	start := time.Now()
+	cfg := spec.cfg
+	d := group.DesiredFromConfig(cfg)
+	rep := status.GroupReport{Name: gs.name, Desired: d, Start: start, Rolling: status.Rolling{Stopped: spec.updateStopped}}
+	res := passResult{name: gs.name}
+	report := func(err error) passResult {
+		if err != nil && ctx.Err() == nil {
+			s.log.Debug("observing failed", "group", gs.name, "error", err)
+			res.err, rep.Err = err, err
+		}
+		rep.Duration = time.Since(start)
+		s.rec.SetGroup(rep)
+		return res
+	}
+	for _, key := range providerKeys(cfg) {
+		if _, err := s.prov.client(ctx, key); err != nil {
+			return report(fmt.Errorf("group %q: %w", gs.name, err))
+		}
+	}
+	ctrl, err := s.runner.GroupController(ctx, spec.stack, cfg, nil, nil)
+	if err != nil {
+		return report(err)
+	}
+	_, members, err := ctrl.ObserveDescriptions(ctx, full && d.ReplaceUnhealthy)
+	if err != nil {
+		s.prov.failed(ctx, cfg.Instance.Provider, "DescribeInstances", err)
+		return report(err)
+	}
+	if ctx.Err() != nil {
+		return report(nil)
+	}
+	rep.Members = members
+	rep.Rolling.Outdated = len(group.Decide(d, members).Roll)
+	return report(nil)
 }
 
 // healthMatters reports whether a pass that listed members without health

@@ -32,17 +32,23 @@ func stampOf(path string) (fileStamp, error) {
 	return fileStamp{exists: true, ino: inode(fi), size: fi.Size(), mtime: fi.ModTime()}, nil
 }
 
-// pollState watches the state file for writes by other processes (an
-// apply, a group scale, a stop-update) and sends each such document on out.
-// Every interval it stats the file; only when the file changed does it read
-// and decode it, and it sends it only when some serial since the last one
-// it saw is not one this process wrote. It returns when ctx ends.
-func pollState(ctx context.Context, store *state.Local, sr *serials, every time.Duration, seen *state.Document, out chan<- *state.Document, log hclog.Logger) {
+// pollState watches the state for writes by other processes (an apply, a
+// group scale, a stop-update, another watch that led before) and sends each
+// such document on out. Every interval it looks at the state: the local
+// file is stat'ed and read only when it changed; another backend (etcd) is
+// read, one small round trip bounded by readTimeout. It sends a document
+// only when some serial since the last one it saw is not one this process
+// wrote. It returns when ctx ends.
+func pollState(ctx context.Context, store state.Store, sr *serials, every time.Duration, seen *state.Document, out chan<- *state.Document, log hclog.Logger) {
 	lineage, serial := "", uint64(0)
 	if seen != nil {
 		lineage, serial = seen.Lineage, seen.Serial
 	}
-	last, _ := stampOf(store.Path())
+	local, _ := store.(*state.Local)
+	var last fileStamp
+	if local != nil {
+		last, _ = stampOf(local.Path())
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	failing := false
@@ -52,19 +58,27 @@ func pollState(ctx context.Context, store *state.Local, sr *serials, every time.
 			return
 		case <-t.C:
 		}
-		stamp, err := stampOf(store.Path())
-		if err != nil || stamp == last {
-			continue
+		var stamp fileStamp
+		if local != nil {
+			var err error
+			stamp, err = stampOf(local.Path())
+			if err != nil || stamp == last {
+				continue
+			}
 		}
-		doc, err := store.Read(ctx)
+		doc, err := readState(ctx, store)
 		if err != nil {
 			if ctx.Err() == nil && !failing {
-				// An invalid state is refused by every pass too; say it
-				// once, not every tick.
-				log.Error("reading the state written by another process", "error", err)
+				// An invalid state is refused by every pass too, and an
+				// unreachable etcd stays so for a while; say it once, not
+				// every tick.
+				log.Error("reading the state", "error", err)
 			}
 			failing = true
 			continue
+		}
+		if failing {
+			log.Info("reading the state works again", "serial", doc.Serial)
 		}
 		failing = false
 		last = stamp
@@ -79,4 +93,19 @@ func pollState(ctx context.Context, store *state.Local, sr *serials, every time.
 			return
 		}
 	}
+}
+
+// readTimeout bounds a read of a state that is not the local file: an etcd
+// that does not answer must not hold up the loop or the poller.
+const readTimeout = 5 * time.Second
+
+// readState reads the state, bounded by readTimeout unless it is the local
+// file (whose reads never wait on anyone).
+func readState(ctx context.Context, store state.Store) (*state.Document, error) {
+	if _, ok := store.(*state.Local); ok {
+		return store.Read(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	return store.Read(ctx)
 }

@@ -28,7 +28,7 @@ import (
 func (s *service) reload(ctx context.Context) {
 	s.log.Info("reloading: the state, the provider lock file and the stack files")
 	var notes []string
-	doc, err := s.store.Read(ctx)
+	doc, err := readState(ctx, s.store)
 	if err != nil {
 		s.log.Error("reload: reading the state", "error", err)
 		notes = append(notes, "the state could not be read ("+err.Error()+"); watch keeps the one it had")

@@ -12,9 +12,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/infrakit/infrakit/internal/election"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
+	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
@@ -70,6 +72,9 @@ type Options struct {
 	Logger  hclog.Logger
 	// Version is infrakit's version, shown in the status.
 	Version string
+	// Identity names this process in the status and, with the etcd
+	// backend, in the leader election ("<host>/<pid>" when empty).
+	Identity string
 }
 
 func (o Options) withDefaults() Options {
@@ -106,16 +111,21 @@ func (o Options) withDefaults() Options {
 // Run is `infrakit watch`: it keeps every group of the applied stack
 // converged until ctx is cancelled, then stops cleanly and returns nil.
 //
-// It refuses to start (a *RunningError) while another watch runs on the
-// same state, and fails when the working directory has no providers
-// installed, the state cannot be read, or the HTTP API cannot listen. Once
-// running, failures are per group and per pass: they are logged, shown in
-// the status and retried; they never stop the service.
+// The state is where `infrakit init` recorded it. With the local file it
+// refuses to start (a *RunningError) while another watch runs on the same
+// state. With etcd several watch processes share the state and elect one
+// leader, which alone acts (leader.go).
+//
+// It fails when the working directory has no providers installed, the
+// state cannot be read, or the HTTP API cannot listen. Once running,
+// failures are per group and per pass: they are logged, shown in the
+// status and retried; they never stop the service.
 //
 // When ctx is cancelled no new pass starts; passes in flight finish their
 // provider calls (each within its own deadline) and record what they did
-// in the state; then the providers are stopped and the API closed, all
-// within Options.Shutdown.
+// in the state; a leader then resigns, so that another watch leads at
+// once; then the providers are stopped and the API closed, all within
+// Options.Shutdown.
 func Run(ctx context.Context, opts Options) error {
 	opts = opts.withDefaults()
 	wd, err := filepath.Abs(opts.WorkDir)
@@ -124,15 +134,6 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	opts.WorkDir = wd
 	log := opts.Logger
-
-	host, _ := os.Hostname()
-	holder := Holder{PID: os.Getpid(), Host: host, Since: time.Now().UTC()}
-	lockPath := filepath.Join(wd, operation.StateFile+LockSuffix)
-	ex, err := acquireExclusive(lockPath, holder)
-	if err != nil {
-		return err
-	}
-	defer ex.release()
 
 	runner, err := operation.New(ctx, operation.Options{
 		WorkDir:     wd,
@@ -149,11 +150,27 @@ func Run(ctx context.Context, opts Options) error {
 	// Stopping the providers is the last step of a shutdown (see below); this
 	// covers the early returns.
 	defer runner.Close()
+	store := runner.StateStore()
+	backend, elected := store.(*stateetcd.Backend)
+
+	host, _ := os.Hostname()
+	holder := Holder{PID: os.Getpid(), Host: host, Since: time.Now().UTC()}
+	if opts.Identity == "" {
+		opts.Identity = fmt.Sprintf("%s/%d", host, holder.PID)
+	}
+	var ex *exclusive
+	if !elected {
+		// One watch per local state: a second one refuses to start.
+		lockPath := filepath.Join(wd, operation.StateFile+LockSuffix)
+		if ex, err = acquireExclusive(lockPath, holder); err != nil {
+			return err
+		}
+		defer ex.release()
+	}
 	if _, err := runner.PluginHost(); err != nil {
 		return err
 	}
-	store := runner.StateStore()
-	doc, err := store.Read(ctx)
+	doc, err := readInitialState(ctx, store, log)
 	if err != nil {
 		return err
 	}
@@ -162,20 +179,34 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 
-	rec := status.NewRecorder(status.Options{Version: opts.Version, Identity: fmt.Sprintf("%s/%d", host, holder.PID)})
+	rec := status.NewRecorder(status.Options{Version: opts.Version, Identity: opts.Identity, Follower: elected})
 	srv := status.NewServer(rec, log.Named("http"))
 	if err := srv.Start(opts.Listen); err != nil {
 		return err
 	}
 	holder.Listen = srv.Addr().String()
-	if err := ex.update(holder); err != nil {
-		log.Warn("writing the watch lock's holder", "error", err)
+	if ex != nil {
+		if err := ex.update(holder); err != nil {
+			log.Warn("writing the watch lock's holder", "error", err)
+		}
 	}
 	if opts.Ready != nil {
 		opts.Ready(srv.Addr())
 	}
 
 	s := newService(opts, runner, rec, lockFile)
+	if elected {
+		s.ha = &ha{
+			backend:  backend,
+			election: election.New(backend.Client(), election.Options{Prefix: backend.Prefix(), TTL: backend.LeaseTTL()}),
+			identity: opts.Identity,
+			won:      make(chan *term),
+		}
+		log.Info("campaigning for leadership; following until elected",
+			"identity", opts.Identity, "backend", runner.Backend().String(), "lease_ttl", backend.LeaseTTL())
+	} else {
+		s.term = lifelongTerm(newLease(store, s.serials, opts.LockTimeout))
+	}
 	s.run(ctx, doc)
 
 	// Stop the providers before the API, so that a scrape during shutdown
@@ -189,6 +220,27 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// initialStateWait is how long a watch on etcd waits for the state at
+// start: etcd may be starting too.
+const initialStateWait = 30 * time.Second
+
+// readInitialState reads the state at start. The local file is read once;
+// etcd is asked again until initialStateWait has passed.
+func readInitialState(ctx context.Context, store state.Store, log hclog.Logger) (*state.Document, error) {
+	if _, ok := store.(*state.Local); ok {
+		return store.Read(ctx)
+	}
+	deadline := time.Now().Add(initialStateWait)
+	for {
+		doc, err := readState(ctx, store)
+		if err == nil || errors.Is(err, state.ErrInvalid) || ctx.Err() != nil || time.Now().After(deadline) {
+			return doc, err
+		}
+		log.Warn("reading the state; trying again", "error", err)
+		sleep(ctx, time.Second)
+	}
 }
 
 // readLockFile returns the provider lock file's content, to tell on SIGHUP
@@ -207,11 +259,12 @@ type service struct {
 	opts    Options
 	log     hclog.Logger
 	runner  *operation.Runner
-	store   *state.Local
+	store   state.Store
 	rec     *status.Recorder
 	serials *serials
-	lease   *lease
 	prov    *providers
+	// ha is set with the etcd backend (leader.go).
+	ha *ha
 
 	// Into the loop: groups whose provider pushed a change, documents
 	// written by other processes, passes finished.
@@ -224,6 +277,12 @@ type service struct {
 	bg sync.WaitGroup
 
 	// Owned by the loop goroutine.
+	//
+	// term is the leadership the loop acts for; nil while it follows.
+	// epoch counts the changes of leadership: a group's pass after one
+	// starts with a fresh self-healing memory.
+	term      *term
+	epoch     int
 	doc       *state.Document
 	groups    map[string]*groupSched
 	active    int
@@ -241,7 +300,6 @@ func newService(opts Options, r *operation.Runner, rec *status.Recorder, lockFil
 		store:    r.StateStore(),
 		rec:      rec,
 		serials:  sr,
-		lease:    newLease(r.StateStore(), sr, opts.LockTimeout),
 		prov:     newProviders(r, rec, opts.Logger.Named("providers")),
 		events:   make(chan string, 64),
 		docs:     make(chan *state.Document),

@@ -26,9 +26,12 @@ type Status struct {
 	UptimeSeconds float64   `json:"uptime_seconds"`
 	// Leader reports whether this process is the one that acts; Identity
 	// names it (the leader election's identity when several watch
-	// processes share an etcd backend).
-	Leader   bool   `json:"leader"`
-	Identity string `json:"identity"`
+	// processes share an etcd backend). LeaderIdentity names the process
+	// that leads as far as this one knows: its own identity while it
+	// leads, the elected leader's otherwise, "" while nobody leads.
+	Leader         bool   `json:"leader"`
+	Identity       string `json:"identity"`
+	LeaderIdentity string `json:"leader_identity"`
 	// LastPass is when the latest pass over all groups started (null
 	// before the first pass ends), LastPassDurationSeconds how long it
 	// took and LastError why it failed ("" when it succeeded).
@@ -228,6 +231,10 @@ type Options struct {
 	// Identity names this process until SetLeader says otherwise; default
 	// "<hostname>/<pid>".
 	Identity string
+	// Follower starts the Recorder as a follower that knows no leader yet
+	// (a watch that campaigns for leadership); by default it starts as
+	// its own leader.
+	Follower bool
 	// EventCapacity is how many recent events are kept
 	// (DefaultEventCapacity).
 	EventCapacity int
@@ -243,10 +250,14 @@ type Recorder struct {
 	metrics *metrics
 	events  *events
 
-	mu        sync.Mutex
-	started   time.Time
-	leader    bool
-	identity  string
+	mu       sync.Mutex
+	started  time.Time
+	leader   bool
+	identity string
+	leaderID string
+	// standing, when set, is asked whether a leadership recorded by
+	// SetLeader still stands (see SetLeaderCheck).
+	standing  func() bool
 	lastPass  *time.Time
 	lastTook  time.Duration
 	lastError string
@@ -294,12 +305,15 @@ func NewRecorder(opts Options) *Recorder {
 		metrics:   newMetrics(),
 		events:    newEvents(opts.EventCapacity),
 		started:   opts.Now().UTC(),
-		leader:    true,
+		leader:    !opts.Follower,
 		identity:  opts.Identity,
 		groups:    make(map[string]*groupEntry),
 		providers: make(map[string]*Provider),
 	}
-	r.metrics.leader.Set(1)
+	if r.leader {
+		r.leaderID = opts.Identity
+		r.metrics.leader.Set(1)
+	}
 	return r
 }
 
@@ -318,12 +332,22 @@ func (r *Recorder) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
+	leader, leaderID := r.leader, r.leaderID
+	if leader && r.standing != nil && !r.standing() {
+		// The leadership has ended although the loop has not said so yet
+		// (a process that resumes from a freeze): never show it.
+		leader = false
+		if leaderID == r.identity {
+			leaderID = ""
+		}
+	}
 	s := Status{
 		Version:                 r.version,
 		Started:                 r.started,
 		UptimeSeconds:           max(now.Sub(r.started), 0).Seconds(),
-		Leader:                  r.leader,
+		Leader:                  leader,
 		Identity:                r.identity,
+		LeaderIdentity:          leaderID,
 		LastPass:                clonePtr(r.lastPass),
 		LastPassDurationSeconds: r.lastTook.Seconds(),
 		LastError:               r.lastError,
@@ -493,6 +517,9 @@ func (r *Recorder) ObservePass(start time.Time, took time.Duration, err error) {
 
 // SetLeader records whether this process leads and under which identity
 // (an empty identity keeps the current one). A change records EventLeader.
+// The leader's identity follows: this process's own while it leads, and
+// unknown ("") once it no longer does, until SetLeaderIdentity says who
+// leads now.
 func (r *Recorder) SetLeader(leader bool, identity string) {
 	r.mu.Lock()
 	changed := r.leader != leader
@@ -501,6 +528,12 @@ func (r *Recorder) SetLeader(leader bool, identity string) {
 		r.identity = identity
 	}
 	id := r.identity
+	switch {
+	case leader:
+		r.leaderID = id
+	case changed && r.leaderID == id:
+		r.leaderID = ""
+	}
 	r.mu.Unlock()
 
 	v := 0.0
@@ -515,6 +548,25 @@ func (r *Recorder) SetLeader(leader bool, identity string) {
 		}
 		r.Event(Event{Kind: EventLeader, Message: msg})
 	}
+}
+
+// SetLeaderCheck sets what Status asks, while SetLeader says this process
+// leads, whether that leadership still stands (nil: nothing; it leads until
+// SetLeader says otherwise). The leader election's own view is quicker than
+// the loop that calls SetLeader, so the status never shows a leadership
+// that has ended.
+func (r *Recorder) SetLeaderCheck(standing func() bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.standing = standing
+}
+
+// SetLeaderIdentity records who leads as the leader election last said
+// ("" for nobody).
+func (r *Recorder) SetLeaderIdentity(identity string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leaderID = identity
 }
 
 // ReasonVanished is the replacement reason of an instance that is no longer
