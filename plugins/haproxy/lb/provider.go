@@ -47,6 +47,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/infrakit/infrakit/plugins/haproxy/runtimeapi"
+	"github.com/infrakit/infrakit/sdk/atomicfile"
 	"github.com/infrakit/infrakit/sdk/filelock"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
@@ -289,7 +290,7 @@ func (p *Provider) converge(ctx context.Context, rec *Record) error {
 		// Nothing to serve: an HAProxy need not run yet. The file is kept
 		// current for when one does.
 		if !bytes.Equal(prev, cfg) {
-			if err := writeAtomic(p.s.Config, cfg, 0o644); err != nil {
+			if err := atomicfile.WriteFile(p.s.Config, cfg, 0o644); err != nil {
 				return err
 			}
 		}
@@ -303,7 +304,7 @@ func (p *Provider) converge(ctx context.Context, rec *Record) error {
 		}
 	}
 	if !bytes.Equal(prev, cfg) {
-		if err := writeAtomic(p.s.Config, cfg, 0o644); err != nil {
+		if err := atomicfile.WriteFile(p.s.Config, cfg, 0o644); err != nil {
 			return err
 		}
 	}
@@ -311,7 +312,7 @@ func (p *Provider) converge(ctx context.Context, rec *Record) error {
 		if prev == nil {
 			return cause
 		}
-		if err := writeAtomic(p.s.Config, prev, 0o644); err != nil {
+		if err := atomicfile.WriteFile(p.s.Config, prev, 0o644); err != nil {
 			return errors.Join(cause, fmt.Errorf("restore the previous configuration: %w", err))
 		}
 		if up {
@@ -344,7 +345,7 @@ func (p *Provider) converge(ctx context.Context, rec *Record) error {
 // checkCandidate runs `haproxy -c` on cfg written beside the live file.
 func (p *Provider) checkCandidate(ctx context.Context, cfg []byte) error {
 	cand := p.s.Config + ".new"
-	if err := writeAtomic(cand, cfg, 0o644); err != nil {
+	if err := atomicfile.WriteFile(cand, cfg, 0o644); err != nil {
 		return err
 	}
 	defer os.Remove(cand)

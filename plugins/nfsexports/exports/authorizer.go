@@ -33,9 +33,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/infrakit/infrakit/sdk/atomicfile"
 	"github.com/infrakit/infrakit/sdk/filelock"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/nfs"
+	"github.com/infrakit/infrakit/sdk/properties"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -175,18 +177,14 @@ func (a *Authorizer) Authorize(ctx context.Context, auth nfs.Authorization) (str
 	if len(e.Options) == 0 {
 		e.Options = props.Options
 	}
-	var ds provider.Diagnostics
+	var d properties.Decoder
 	if e.SourceID == "" {
-		ds = append(ds, diag("Authorization without a source", "the member instance the authorization is for is empty"))
+		d.Errorf(nil, "Authorization without a source", "the member instance the authorization is for is empty")
 	}
-	if err := CheckHost(e.Host); err != nil {
-		ds = append(ds, diag("Invalid host", err.Error(), "host"))
-	}
-	if err := CheckVolume(e.Volume); err != nil {
-		ds = append(ds, diag("Invalid volume", err.Error(), "volume"))
-	}
-	ds = append(ds, CheckOptions(e.Options, "options")...)
-	if err := ds.Err(); err != nil {
+	checkTarget(&d, "host", e.Host)
+	checkTarget(&d, "volume", e.Volume)
+	checkOptions(&d, e.Options, []string{"options"})
+	if err := d.Err(); err != nil {
 		return "", err
 	}
 	if p := bytes.TrimSpace(auth.Properties); len(p) > 0 {
@@ -257,7 +255,10 @@ func (a *Authorizer) change(ctx context.Context, fn func([]Entry) ([]Entry, bool
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(a.cfg.File, data); err != nil {
+	// Atomically, so exportfs and Describe in another process see the old
+	// file or the new one; the temporary file's name (.*.tmp) is not one
+	// exportfs reads (*.exports).
+	if err := atomicfile.WriteFile(a.cfg.File, data, 0o644); err != nil {
 		return err
 	}
 	return a.exportfs(ctx)

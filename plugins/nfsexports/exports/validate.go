@@ -1,18 +1,17 @@
 package exports
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
 	"path"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 
+	"github.com/infrakit/infrakit/sdk/properties"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -38,95 +37,77 @@ func Schema() provider.Schema {
 	}}
 }
 
+// propertyKeys are the attributes of an export's properties.
+var propertyKeys = []string{"host", "volume", "options"}
+
 // ParseProperties reads and checks a properties object. With require, host
 // and volume must be present (Validate); without, they may come from the
 // authorization's own fields (Authorize). Problems come back as
 // provider.Diagnostics at the attribute's path.
 func ParseProperties(raw json.RawMessage, require bool) (Properties, error) {
 	var p Properties
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+	if properties.IsNull(raw) {
 		raw = json.RawMessage("{}")
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return p, provider.AttributeError("Properties must be an object", fmt.Sprintf("got %s", shorten(raw)))
+	var d properties.Decoder
+	fields, ok := d.Object(raw, nil, propertyKeys, "an export's properties")
+	if !ok {
+		return p, d.Err()
 	}
-	var ds provider.Diagnostics
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		v := obj[k]
-		switch k {
-		case "host", "volume":
-			var s string
-			if err := json.Unmarshal(v, &s); err != nil {
-				ds = append(ds, diag("Invalid "+k, fmt.Sprintf("want a string, got %s", shorten(v)), k))
-				continue
+	for _, a := range []struct {
+		key, missing string
+		dst          *string
+	}{
+		{"host", "the NFS client to authorize (an address, network or host name)", &p.Host},
+		{"volume", "the absolute path of the exported directory", &p.Volume},
+	} {
+		// Present means present, even as null: a null host or volume is
+		// refused, not taken from the authorization.
+		v, ok := fields[a.key]
+		if !ok {
+			if require {
+				d.Errorf([]string{a.key}, "Missing "+a.key, "%s", a.missing)
 			}
-			if k == "host" {
-				p.Host = s
-				if err := CheckHost(s); err != nil {
-					ds = append(ds, diag("Invalid host", err.Error(), k))
-				}
-			} else {
-				p.Volume = s
-				if err := CheckVolume(s); err != nil {
-					ds = append(ds, diag("Invalid volume", err.Error(), k))
-				}
-			}
-		case "options":
-			var one string
-			if json.Unmarshal(v, &one) == nil {
-				p.Options = []string{one}
-			} else {
-				var raws []json.RawMessage
-				if err := json.Unmarshal(v, &raws); err != nil {
-					ds = append(ds, diag("Invalid options", fmt.Sprintf("want a list of strings, got %s", shorten(v)), k))
-					continue
-				}
-				typed := true
-				for i, r := range raws {
-					var s string
-					if err := json.Unmarshal(r, &s); err != nil {
-						ds = append(ds, diag("Invalid option", fmt.Sprintf("want a string, got %s", shorten(r)), k, strconv.Itoa(i)))
-						typed = false
-						continue
-					}
-					p.Options = append(p.Options, s)
-				}
-				if !typed {
-					continue // indexes of p.Options no longer match the list's
-				}
-			}
-			ds = append(ds, CheckOptions(p.Options, "options")...)
-		default:
-			ds = append(ds, diag("Unsupported attribute", fmt.Sprintf("%q is not a property of an export; want host, volume and options", k), k))
+			continue
+		}
+		if s, ok := d.String(v, []string{a.key}); ok {
+			*a.dst = s
+			checkTarget(&d, a.key, s)
 		}
 	}
-	if require {
-		if _, ok := obj["host"]; !ok {
-			ds = append(ds, diag("Missing host", "the NFS client to authorize (an address, network or host name)", "host"))
-		}
-		if _, ok := obj["volume"]; !ok {
-			ds = append(ds, diag("Missing volume", "the absolute path of the exported directory", "volume"))
+	if v, ok := fields["options"]; ok {
+		var typed bool
+		if p.Options, typed = decodeOptions(&d, v); typed {
+			checkOptions(&d, p.Options, []string{"options"})
 		}
 	}
-	return p, ds.Err()
+	return p, d.Err()
 }
 
-func diag(summary, detail string, path ...string) provider.Diagnostic {
-	return provider.Diagnostic{Severity: provider.Error, Summary: summary, Detail: detail, Path: path}
+// decodeOptions decodes options: a list of strings, or one string (one
+// element, which may hold several comma-separated options). ok is false
+// when an element is not a string: the indexes of the options returned no
+// longer match the list's, so they are not checked further.
+func decodeOptions(d *properties.Decoder, raw json.RawMessage) (opts []string, ok bool) {
+	path := []string{"options"}
+	if properties.Kind(raw) == "string" {
+		s, ok := d.String(raw, path)
+		return []string{s}, ok
+	}
+	n := len(d.Diags)
+	opts = d.StringList(raw, path)
+	return opts, len(d.Diags) == n
 }
 
-func shorten(b []byte) string {
-	s := string(bytes.TrimSpace(b))
-	if len(s) > 60 {
-		s = s[:57] + "..."
+// checkTarget reports an invalid host or volume (key) at its attribute.
+func checkTarget(d *properties.Decoder, key, value string) {
+	check, summary := CheckHost, "Invalid host"
+	if key == "volume" {
+		check, summary = CheckVolume, "Invalid volume"
 	}
-	return s
+	if err := check(value); err != nil {
+		d.Errorf([]string{key}, summary, "%s", err)
+	}
 }
 
 var (
@@ -264,29 +245,34 @@ var secFlavors = map[string]bool{"sys": true, "krb5": true, "krb5i": true, "krb5
 // CheckOptions checks export options; each element may hold several
 // comma-separated ones. Diagnostics point at path and the element's index.
 func CheckOptions(opts []string, path string) provider.Diagnostics {
-	var ds provider.Diagnostics
+	var d properties.Decoder
+	checkOptions(&d, opts, []string{path})
+	return d.Diags
+}
+
+// checkOptions is CheckOptions reporting to d.
+func checkOptions(d *properties.Decoder, opts []string, path []string) {
 	seen := map[string]bool{} // option names so far
 	for i, elem := range opts {
-		at := []string{path, strconv.Itoa(i)}
+		at := properties.Append(path, strconv.Itoa(i))
 		if strings.TrimSpace(elem) == "" {
-			ds = append(ds, diag("Empty option", "remove it", at...))
+			d.Errorf(at, "Empty option", "remove it")
 			continue
 		}
 		for o := range strings.SplitSeq(elem, ",") {
 			name, err := checkOption(o)
 			if err != nil {
-				ds = append(ds, diag("Invalid option", err.Error(), at...))
+				d.Errorf(at, "Invalid option", "%s", err)
 				continue
 			}
 			if other, ok := opposite[name]; ok {
 				if _, dup := seen[other]; dup {
-					ds = append(ds, diag("Conflicting options", fmt.Sprintf("%s and %s contradict each other", other, name), at...))
+					d.Errorf(at, "Conflicting options", "%s and %s contradict each other", other, name)
 				}
 			}
 			seen[name] = true
 		}
 	}
-	return ds
 }
 
 var (

@@ -124,6 +124,9 @@ func TestParseProperties(t *testing.T) {
 		{`{"volume": "/srv"}`, true, []string{"host"}},
 		{`{"host": "h"}`, true, []string{"volume"}},
 		{`{}`, true, []string{"host"}},
+		// Present but null is refused, not taken for absent.
+		{`{"host": null}`, false, []string{"host"}},
+		{`{"host": "h", "volume": "/srv", "options": null}`, true, []string{"options"}},
 		{`[1]`, false, nil},
 		{`"x"`, false, nil},
 	}

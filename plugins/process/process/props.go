@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/infrakit/infrakit/sdk/properties"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -75,85 +75,81 @@ func Parse(raw json.RawMessage) (Properties, error) {
 		Ports:       PortRange{From: DefaultPortFrom, To: DefaultPortTo},
 		KillTimeout: DefaultKillTimeout,
 	}
-	var d decoder
-	if isNull(raw) {
-		d.errorAt([]string{"command"}, "Missing required argument", "The process instance needs a command to run.")
-		return Properties{}, d.diags
+	var d properties.Decoder
+	missingCommand := func() {
+		d.Errorf([]string{"command"}, "Missing required argument", "The process instance needs a command to run.")
 	}
-	fields, ok := d.object(raw, nil, topKeys, "the process instance's properties")
+	if properties.IsNull(raw) {
+		missingCommand()
+		return Properties{}, d.Err()
+	}
+	fields, ok := d.Object(raw, nil, topKeys, "the process instance's properties")
 	if !ok {
-		return Properties{}, d.diags
+		return Properties{}, d.Err()
 	}
-	if v, ok := fields["command"]; !ok || isNull(v) {
-		d.errorAt([]string{"command"}, "Missing required argument", "The process instance needs a command to run.")
-	} else if s, ok := d.str(v, []string{"command"}); ok {
+	if v, ok := fields.Get("command"); !ok {
+		missingCommand()
+	} else if s, ok := d.String(v, []string{"command"}); ok {
 		if strings.TrimSpace(s) == "" {
-			d.errorAt([]string{"command"}, "Invalid value", "command must not be empty.")
+			d.Errorf([]string{"command"}, "Invalid value", "command must not be empty.")
 		}
 		p.Command = s
 	}
-	if v, ok := fields["args"]; ok && !isNull(v) {
-		p.Args = d.strList(v, []string{"args"})
+	if v, ok := fields.Get("args"); ok {
+		p.Args = d.StringList(v, []string{"args"})
 	}
-	if v, ok := fields["env"]; ok && !isNull(v) {
-		p.Env = d.strMap(v, []string{"env"})
+	if v, ok := fields.Get("env"); ok {
+		p.Env = d.StringMap(v, []string{"env"})
 		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 			switch {
 			case k == "" || strings.ContainsAny(k, "=\x00"):
-				d.errorAt([]string{"env", k}, "Invalid environment variable name", "%q cannot be an environment variable name.", k)
+				d.Errorf([]string{"env", k}, "Invalid environment variable name", "%q cannot be an environment variable name.", k)
 			case slices.Contains(reservedEnv, k):
-				d.errorAt([]string{"env", k}, "Reserved environment variable", "%s is set by the process provider for each instance.", k)
+				d.Errorf([]string{"env", k}, "Reserved environment variable", "%s is set by the process provider for each instance.", k)
 			}
 		}
 	}
-	if v, ok := fields["dir"]; ok && !isNull(v) {
-		p.Dir, _ = d.str(v, []string{"dir"})
+	if v, ok := fields.Get("dir"); ok {
+		p.Dir, _ = d.String(v, []string{"dir"})
 	}
-	if v, ok := fields["ports"]; ok && !isNull(v) {
-		if r, ok := d.ports(v); ok {
+	if v, ok := fields.Get("ports"); ok {
+		if r, ok := decodePorts(&d, v); ok {
 			p.Ports = r
 		}
 	}
-	if v, ok := fields["kill_timeout"]; ok && !isNull(v) {
-		if s, ok := d.str(v, []string{"kill_timeout"}); ok {
-			dur, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				d.errorAt([]string{"kill_timeout"}, "Invalid duration", "kill_timeout %q is not a duration such as \"5s\" or \"500ms\".", s)
-			case dur < 0:
-				d.errorAt([]string{"kill_timeout"}, "Invalid duration", "kill_timeout must not be negative.")
-			default:
-				p.KillTimeout = dur
-			}
+	if v, ok := fields.Get("kill_timeout"); ok {
+		if dur, ok := d.Duration(v, []string{"kill_timeout"}); ok {
+			p.KillTimeout = dur
 		}
 	}
-	if err := d.diags.Err(); err != nil {
+	if err := d.Err(); err != nil {
 		return Properties{}, err
 	}
 	return p, nil
 }
 
-// ports decodes {from, to}.
-func (d *decoder) ports(raw json.RawMessage) (PortRange, bool) {
+// decodePorts decodes ports = {from, to}: both TCP ports, from <= to.
+func decodePorts(d *properties.Decoder, raw json.RawMessage) (PortRange, bool) {
 	path := []string{"ports"}
-	fields, ok := d.object(raw, path, []string{"from", "to"}, "ports")
+	fields, ok := d.Object(raw, path, []string{"from", "to"}, "ports")
 	if !ok {
 		return PortRange{}, false
 	}
-	n := len(d.diags)
+	n := len(d.Diags)
 	var r PortRange
 	for _, k := range []string{"from", "to"} {
-		v, ok := fields[k]
-		if !ok || isNull(v) {
-			d.errorAt([]string{"ports", k}, "Missing required argument", "ports needs %q.", k)
+		at := properties.Append(path, k)
+		v, ok := fields.Get(k)
+		if !ok {
+			d.Errorf(at, "Missing required argument", "ports needs %q.", k)
 			continue
 		}
-		port, ok := d.integer(v, []string{"ports", k})
+		port, ok := d.Int(v, at)
 		if !ok {
 			continue
 		}
 		if port < 1 || port > 65535 {
-			d.errorAt([]string{"ports", k}, "Invalid port", "ports.%s = %d is not a TCP port (1-65535).", k, port)
+			d.Errorf(at, "Invalid port", "ports.%s = %d is not a TCP port (1-65535).", k, port)
 		}
 		if k == "from" {
 			r.From = port
@@ -161,138 +157,12 @@ func (d *decoder) ports(raw json.RawMessage) (PortRange, bool) {
 			r.To = port
 		}
 	}
-	if len(d.diags) > n {
+	if len(d.Diags) > n {
 		return PortRange{}, false
 	}
 	if r.From > r.To {
-		d.errorAt([]string{"ports"}, "Invalid port range", "ports.from (%d) is above ports.to (%d).", r.From, r.To)
+		d.Errorf(path, "Invalid port range", "ports.from (%d) is above ports.to (%d).", r.From, r.To)
 		return PortRange{}, false
 	}
 	return r, true
-}
-
-// decoder collects diagnostics while decoding JSON properties.
-type decoder struct{ diags provider.Diagnostics }
-
-func (d *decoder) errorAt(path []string, summary, detail string, args ...any) {
-	d.diags = append(d.diags, provider.Diagnostic{
-		Severity: provider.Error, Summary: summary, Detail: fmt.Sprintf(detail, args...), Path: slices.Clone(path),
-	})
-}
-
-// object decodes a JSON object, reporting keys not in allowed.
-func (d *decoder) object(raw json.RawMessage, path, allowed []string, what string) (map[string]json.RawMessage, bool) {
-	var fields map[string]json.RawMessage
-	if kind := jsonKind(raw); kind != "object" || json.Unmarshal(raw, &fields) != nil {
-		if kind == "object" {
-			kind = "invalid JSON"
-		}
-		d.errorAt(path, "Invalid properties", "%s must be an object, got %s.", upperFirst(what), kind)
-		return nil, false
-	}
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if !slices.Contains(allowed, k) {
-			d.errorAt(append(slices.Clip(path), k), "Unsupported argument",
-				"An argument named %q is not expected here; %s takes %s.", k, what, quoteAll(allowed))
-		}
-	}
-	return fields, true
-}
-
-func (d *decoder) str(raw json.RawMessage, path []string) (string, bool) {
-	var s string
-	if jsonKind(raw) != "string" || json.Unmarshal(raw, &s) != nil {
-		d.errorAt(path, "Incorrect attribute value type", "%s must be a string, got %s.", strings.Join(path, "."), jsonKind(raw))
-		return "", false
-	}
-	return s, true
-}
-
-func (d *decoder) integer(raw json.RawMessage, path []string) (int, bool) {
-	var f float64
-	if jsonKind(raw) != "number" || json.Unmarshal(raw, &f) != nil || f != float64(int(f)) {
-		d.errorAt(path, "Incorrect attribute value type", "%s must be a whole number, got %s.", strings.Join(path, "."), describeJSON(raw))
-		return 0, false
-	}
-	return int(f), true
-}
-
-func (d *decoder) strList(raw json.RawMessage, path []string) []string {
-	var elems []json.RawMessage
-	if jsonKind(raw) != "list" || json.Unmarshal(raw, &elems) != nil {
-		d.errorAt(path, "Incorrect attribute value type", "%s must be a list of strings, got %s.", strings.Join(path, "."), jsonKind(raw))
-		return nil
-	}
-	out := make([]string, 0, len(elems))
-	for i, e := range elems {
-		if s, ok := d.str(e, append(slices.Clip(path), strconv.Itoa(i))); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func (d *decoder) strMap(raw json.RawMessage, path []string) map[string]string {
-	var fields map[string]json.RawMessage
-	if jsonKind(raw) != "object" || json.Unmarshal(raw, &fields) != nil {
-		d.errorAt(path, "Incorrect attribute value type", "%s must be a map of strings, got %s.", strings.Join(path, "."), jsonKind(raw))
-		return nil
-	}
-	out := make(map[string]string, len(fields))
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if s, ok := d.str(fields[k], append(slices.Clip(path), k)); ok {
-			out[k] = s
-		}
-	}
-	return out
-}
-
-func quoteAll(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = strconv.Quote(s)
-	}
-	return strings.Join(q, ", ")
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
-}
-
-func isNull(raw json.RawMessage) bool {
-	k := jsonKind(raw)
-	return k == "nothing" || k == "null"
-}
-
-// describeJSON is a value's kind, or the number itself, for error details.
-func describeJSON(raw json.RawMessage) string {
-	if k := jsonKind(raw); k != "number" {
-		return k
-	}
-	return strings.TrimSpace(string(raw))
-}
-
-// jsonKind names the kind of a JSON value in HCL's words, for error details.
-func jsonKind(raw json.RawMessage) string {
-	t := strings.TrimLeft(string(raw), " \t\r\n")
-	if t == "" {
-		return "nothing"
-	}
-	switch t[0] {
-	case '{':
-		return "object"
-	case '[':
-		return "list"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "bool"
-	case 'n':
-		return "null"
-	default:
-		return "number"
-	}
 }

@@ -50,6 +50,7 @@ import (
 
 	"github.com/infrakit/infrakit/plugins/process/proc"
 	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/properties"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -531,7 +532,7 @@ func newID() (instance.ID, error) {
 
 // compact returns raw without insignificant whitespace, or nil when absent.
 func compact(raw json.RawMessage) json.RawMessage {
-	if isNull(raw) {
+	if properties.IsNull(raw) {
 		return nil
 	}
 	var b bytes.Buffer

@@ -124,7 +124,7 @@ func TestDiff(t *testing.T) {
 		"b": d("b", instance.StateTerminating), "c": d("c", instance.StateRunning, "k", "1"), "d": d("d", instance.StateRunning),
 	}
 	var got []string
-	for _, e := range diff(prev, next) {
+	for _, e := range instance.Diff(prev, next) {
 		s := string(e.Type) + " " + string(e.ID)
 		if e.Instance != nil {
 			s += " " + string(e.Instance.State)
@@ -133,11 +133,12 @@ func TestDiff(t *testing.T) {
 	}
 	want := []string{"gone a", "changed b terminating", "changed d running"}
 	if !slices.Equal(got, want) {
-		t.Fatalf("diff = %q, want %q", got, want)
+		t.Fatalf("instance.Diff = %q, want %q", got, want)
 	}
 }
 
-// TestDiffProperty: applying the events of diff(prev, next) to prev yields next.
+// TestDiffProperty: applying the events of instance.Diff(prev, next), which
+// Watch sends, to prev yields next.
 func TestDiffProperty(t *testing.T) {
 	gen := rapid.MapOf(rapid.SampledFrom([]instance.ID{"a", "b", "c", "d", "e"}),
 		rapid.Custom(func(t *rapid.T) instance.Description {
@@ -155,7 +156,7 @@ func TestDiffProperty(t *testing.T) {
 			}
 		}
 		got := maps.Clone(prev)
-		for _, e := range diff(prev, next) {
+		for _, e := range instance.Diff(prev, next) {
 			if e.Type == instance.EventGone {
 				delete(got, e.ID)
 			} else {
@@ -166,7 +167,7 @@ func TestDiffProperty(t *testing.T) {
 			t.Fatalf("applied diff has %d instances, want %d", len(got), len(next))
 		}
 		for id, d := range next {
-			if !sameDescription(got[id], d) {
+			if !instance.SameObservation(got[id], d) {
 				t.Fatalf("instance %s: applied diff gives %+v, want %+v", id, got[id], d)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/infrakit/infrakit/plugins/process/proc"
+	"github.com/infrakit/infrakit/sdk/atomicfile"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
@@ -151,7 +152,8 @@ func (s store) write(rec record) error {
 	if err != nil {
 		return fmt.Errorf("write record %q: %w", rec.ID, err)
 	}
-	if err := writeFileAtomic(s.path(instance.ID(rec.ID)), append(b, '\n')); err != nil {
+	// 0600: a record holds the instance's properties, env included.
+	if err := atomicfile.WriteFile(s.path(instance.ID(rec.ID)), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write record %q: %w", rec.ID, err)
 	}
 	return nil
@@ -211,37 +213,4 @@ func (s store) update(ctx context.Context, id instance.ID, fn func(*record)) (re
 	}
 	fn(&rec)
 	return rec, true, s.write(rec)
-}
-
-// writeFileAtomic writes b to a temporary file beside path, syncs it and
-// renames it over path, then syncs the directory: readers see the old
-// content or the new, never a part, even after a crash.
-func writeFileAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

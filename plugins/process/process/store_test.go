@@ -28,7 +28,7 @@ func TestStore(t *testing.T) {
 	// Strays: a corrupt record, one naming another instance, a temp file.
 	os.WriteFile(filepath.Join(s.instancesDir(), "process-c.json"), []byte(`{"id": `), 0o644)
 	os.WriteFile(filepath.Join(s.instancesDir(), "process-d.json"), []byte(`{"id": "process-a"}`), 0o644)
-	os.WriteFile(filepath.Join(s.instancesDir(), ".process-e.json.tmp-1"), []byte(`{}`), 0o644)
+	os.WriteFile(filepath.Join(s.instancesDir(), ".process-e.json.1.tmp"), []byte(`{}`), 0o644)
 
 	recs, problems, err := s.list()
 	if err != nil {
