@@ -1,8 +1,11 @@
 package instance
 
 import (
+	"maps"
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func TestDiff(t *testing.T) {
@@ -53,4 +56,41 @@ func with(m map[ID]Description, d Description) map[ID]Description {
 	}
 	out[d.ID] = d
 	return out
+}
+
+// TestDiffProperty: applying the events of Diff(prev, next), which
+// Watch sends, to prev yields next.
+func TestDiffProperty(t *testing.T) {
+	gen := rapid.MapOf(rapid.SampledFrom([]ID{"a", "b", "c", "d", "e"}),
+		rapid.Custom(func(t *rapid.T) Description {
+			return Description{
+				State: rapid.SampledFrom([]State{StateRunning, StateTerminating}).Draw(t, "state"),
+				Tags:  rapid.MapOf(rapid.SampledFrom([]string{"x", "y"}), rapid.SampledFrom([]string{"1", "2"})).Draw(t, "tags"),
+			}
+		}))
+	rapid.Check(t, func(t *rapid.T) {
+		prev, next := gen.Draw(t, "prev"), gen.Draw(t, "next")
+		for _, m := range []map[ID]Description{prev, next} {
+			for id, d := range m {
+				d.ID = id
+				m[id] = d
+			}
+		}
+		got := maps.Clone(prev)
+		for _, e := range Diff(prev, next) {
+			if e.Type == EventGone {
+				delete(got, e.ID)
+			} else {
+				got[e.ID] = *e.Instance
+			}
+		}
+		if len(got) != len(next) {
+			t.Fatalf("applied diff has %d instances, want %d", len(got), len(next))
+		}
+		for id, d := range next {
+			if !SameObservation(got[id], d) {
+				t.Fatalf("instance %s: applied diff gives %+v, want %+v", id, got[id], d)
+			}
+		}
+	})
 }

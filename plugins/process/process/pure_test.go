@@ -3,7 +3,6 @@
 package process
 
 import (
-	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -107,71 +106,6 @@ func TestChildEnv(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("childEnv(pet) =\n%q\nwant\n%q", got, want)
 	}
-}
-
-func TestDiff(t *testing.T) {
-	d := func(id string, state instance.State, tags ...string) instance.Description {
-		m := map[string]string{}
-		for i := 0; i+1 < len(tags); i += 2 {
-			m[tags[i]] = tags[i+1]
-		}
-		return instance.Description{ID: instance.ID(id), Tags: m, State: state, Address: "127.0.0.1:1"}
-	}
-	prev := map[instance.ID]instance.Description{
-		"a": d("a", instance.StateRunning), "b": d("b", instance.StateRunning), "c": d("c", instance.StateRunning, "k", "1"),
-	}
-	next := map[instance.ID]instance.Description{
-		"b": d("b", instance.StateTerminating), "c": d("c", instance.StateRunning, "k", "1"), "d": d("d", instance.StateRunning),
-	}
-	var got []string
-	for _, e := range instance.Diff(prev, next) {
-		s := string(e.Type) + " " + string(e.ID)
-		if e.Instance != nil {
-			s += " " + string(e.Instance.State)
-		}
-		got = append(got, s)
-	}
-	want := []string{"gone a", "changed b terminating", "changed d running"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("instance.Diff = %q, want %q", got, want)
-	}
-}
-
-// TestDiffProperty: applying the events of instance.Diff(prev, next), which
-// Watch sends, to prev yields next.
-func TestDiffProperty(t *testing.T) {
-	gen := rapid.MapOf(rapid.SampledFrom([]instance.ID{"a", "b", "c", "d", "e"}),
-		rapid.Custom(func(t *rapid.T) instance.Description {
-			return instance.Description{
-				State: rapid.SampledFrom([]instance.State{instance.StateRunning, instance.StateTerminating}).Draw(t, "state"),
-				Tags:  rapid.MapOf(rapid.SampledFrom([]string{"x", "y"}), rapid.SampledFrom([]string{"1", "2"})).Draw(t, "tags"),
-			}
-		}))
-	rapid.Check(t, func(t *rapid.T) {
-		prev, next := gen.Draw(t, "prev"), gen.Draw(t, "next")
-		for _, m := range []map[instance.ID]instance.Description{prev, next} {
-			for id, d := range m {
-				d.ID = id
-				m[id] = d
-			}
-		}
-		got := maps.Clone(prev)
-		for _, e := range instance.Diff(prev, next) {
-			if e.Type == instance.EventGone {
-				delete(got, e.ID)
-			} else {
-				got[e.ID] = *e.Instance
-			}
-		}
-		if len(got) != len(next) {
-			t.Fatalf("applied diff has %d instances, want %d", len(got), len(next))
-		}
-		for id, d := range next {
-			if !instance.SameObservation(got[id], d) {
-				t.Fatalf("instance %s: applied diff gives %+v, want %+v", id, got[id], d)
-			}
-		}
-	})
 }
 
 func TestValidID(t *testing.T) {
