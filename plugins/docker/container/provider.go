@@ -23,7 +23,9 @@
 //   - Watch follows Docker's event stream, so a container that dies, is
 //     killed, OOM-killed, stopped or removed is reported at once; the stream
 //     is reopened with backoff when it breaks, and what was missed meanwhile
-//     is reported from a fresh listing.
+//     is reported from a fresh listing. A container Docker will not restart
+//     is terminating from its die event on, though Docker's listing says
+//     "running" a while longer (died.go).
 //   - Destroy stops the container (its stop_timeout, default 5 s, between
 //     SIGTERM and SIGKILL), then removes it; one already gone is not an error.
 package container
@@ -66,6 +68,9 @@ type Provider struct {
 	watchers map[*watcher]struct{}
 	// swept is set once stale label records were removed (see sweep).
 	swept bool
+	// died are the containers Docker will not restart whose die event a
+	// watch saw, and when (see died.go).
+	died map[instance.ID]time.Time
 }
 
 var (
@@ -300,7 +305,7 @@ func (p *Provider) DescribeInstances(ctx context.Context, tags map[string]string
 	}
 	out := make([]instance.Description, 0, len(cs))
 	for _, c := range cs {
-		d, ok := describe(c, extra[shortID(c.ID)], withProperties)
+		d, ok := p.describe(c, extra[shortID(c.ID)], withProperties)
 		if ok && matches(d.Tags, tags) {
 			out = append(out, d)
 		}

@@ -244,6 +244,13 @@ func (p *Provider) handle(ctx context.Context, w *watcher, e engine.Event, known
 	}
 	id := shortID(e.Actor.ID)
 	_, wasKnown := known[id]
+	switch e.Action {
+	case "die":
+		// Ahead of the listing: see died.go.
+		p.markDied(id, e.Actor.Attributes, e.Time())
+	case "destroy":
+		p.forgetDied(id)
+	}
 	if e.Action == "destroy" {
 		if err := p.side.remove(id); err != nil {
 			p.logger.Debug("watch: forget label record", "id", id, "error", err)
@@ -294,7 +301,7 @@ func (p *Provider) refresh(ctx context.Context, w *watcher, containerID string, 
 			continue // the id filter also matches other IDs containing this one
 		}
 		extra, _ := p.side.get(id)
-		if d, found = describe(c, extra, false); found && !matches(d.Tags, w.tags) {
+		if d, found = p.describe(c, extra, false); found && !matches(d.Tags, w.tags) {
 			found = false
 		}
 		break
