@@ -3,10 +3,8 @@ package plugin
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,8 +41,12 @@ type ClientConfig struct {
 	// Dir is the provider's working directory; empty means the host's. Hosts
 	// set it to the stack's directory, where providers keep relative files.
 	Dir string
-	// SHA256, when set, is checked against the binary at launch (go-plugin SecureConfig).
+	// SHA256, when set, is checked against the binary at launch (go-plugin
+	// SecureConfig hashes it right before executing it).
 	SHA256 []byte
+	// AcceptSHA256 are further sums the binary may have (a lock file pins
+	// one per platform). The binary is still read and hashed once.
+	AcceptSHA256 [][]byte
 	// StartTimeout bounds the handshake; default DefaultStartTimeout.
 	StartTimeout time.Duration
 	// DisableMTLS turns AutoMTLS off (on by default).
@@ -111,9 +113,13 @@ func Start(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		Managed:          false, // the host owns the lifetime
 		Logger:           logger,
 		Stderr:           stderr,
+		GRPCDialOptions:  dialOptions(),
 	}
-	if len(cfg.SHA256) > 0 {
-		pcfg.SecureConfig = &goplugin.SecureConfig{Checksum: cfg.SHA256, Hash: sha256.New()}
+	accepted := cfg.acceptedSums()
+	var sum *checksum
+	if len(accepted) > 0 {
+		sum = newChecksum(accepted)
+		pcfg.SecureConfig = &goplugin.SecureConfig{Checksum: accepted[0], Hash: sum}
 	}
 	pc := goplugin.NewClient(pcfg)
 
@@ -123,7 +129,10 @@ func Start(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	}
 	if err != nil {
 		pc.Kill() // kills and reaps the process, if it started
-		return nil, fail(startError(err, cmd.Path, cfg.SHA256, timeout, deadlineBound, stderr.String()))
+		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
+			return nil, fail(checksumError(cmd.Path, accepted, sum.found()))
+		}
+		return nil, fail(startError(err, cmd.Path, timeout, deadlineBound, stderr.String()))
 	}
 	c := &Client{
 		name:          name,
@@ -154,17 +163,11 @@ func dispense(pc *goplugin.Client) (*grpc.ClientConn, error) {
 	return raw.(*grpc.ClientConn), nil
 }
 
-// startError explains a failed launch. go-plugin's errors are sentences
-// without the binary's name and, for a checksum, without the sums.
-func startError(err error, path string, want []byte, timeout time.Duration, deadlineBound bool, stderr string) error {
+// startError explains a failed launch (checksumError explains a checksum
+// mismatch). go-plugin's errors are sentences without the binary's name.
+func startError(err error, path string, timeout time.Duration, deadlineBound bool, stderr string) error {
 	msg := err.Error()
 	switch {
-	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
-		got, herr := fileSHA256(path)
-		if herr != nil {
-			return fmt.Errorf("%w: %s: expected sha256 %x: %w", ErrChecksumMismatch, path, want, herr)
-		}
-		return fmt.Errorf("%w: %s: expected sha256 %x (pinned), the file has sha256 %x", ErrChecksumMismatch, path, want, got)
 	case isTimeout(err):
 		if deadlineBound {
 			err = fmt.Errorf("%s: no plugin handshake before the deadline: %w", path, context.DeadlineExceeded)
@@ -194,19 +197,6 @@ func startError(err error, path string, want []byte, timeout time.Duration, dead
 // isTimeout recognises go-plugin's handshake timeout, which has no sentinel.
 func isTimeout(err error) bool {
 	return strings.Contains(err.Error(), "timeout while waiting for plugin to start")
-}
-
-func fileSHA256(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return nil, err
-	}
-	return h.Sum(nil), nil
 }
 
 // tail keeps the last max bytes written to it: the end of a provider's

@@ -120,6 +120,26 @@ func TestChecksum(t *testing.T) {
 			t.Errorf("want ErrChecksumMismatch, got %v", err)
 		}
 	})
+	// A lock file pins one sum per platform: any of them is accepted.
+	other := sha256.Sum256([]byte("the binary of another platform"))
+	t.Run("MatchAnother", func(t *testing.T) {
+		c, _ := startTest(t, "", func(cfg *ClientConfig) {
+			cfg.SHA256 = other[:]
+			cfg.AcceptSHA256 = [][]byte{actual[:]}
+		})
+		if _, err := c.Metadata(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("MismatchAll", func(t *testing.T) {
+		pinned := sha256.Sum256([]byte("the binary the lock file saw"))
+		cfg := ClientConfig{Name: "test", Path: testBinary, SHA256: pinned[:], AcceptSHA256: [][]byte{other[:]}}
+		err := startFails(t, context.Background(), cfg, "", time.Second,
+			fmt.Sprintf(`provider "test": start: checksum mismatch: %s: expected sha256 %x or %x (pinned), the file has sha256 %x`, testBinary, pinned, other, actual))
+		if !errors.Is(err, ErrChecksumMismatch) {
+			t.Errorf("want ErrChecksumMismatch, got %v", err)
+		}
+	})
 }
 
 func TestKill(t *testing.T) {
@@ -178,6 +198,28 @@ func TestEnvAndLogLevel(t *testing.T) {
 		c.Kill() // flushes the provider's stderr to the logger
 		if got := strings.Contains(logs.String(), "provisioned"); got != tc.visible {
 			t.Errorf("INFRAKIT_LOG=%q: info line visible=%v, want %v:\n%s", tc.level, got, tc.visible, logs)
+		}
+	}
+}
+
+// TestProviderRuntime: a provider process runs on one thread (GOMAXPROCS=1)
+// unless the GOMAXPROCS environment variable says otherwise.
+func TestProviderRuntime(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want string
+	}{{"", "gomaxprocs=1"}, {"GOMAXPROCS=2", "gomaxprocs=2"}} {
+		c, logs := startTest(t, "report-runtime", func(cfg *ClientConfig) {
+			if tc.env != "" {
+				cfg.Env = append(cfg.Env, tc.env)
+			}
+		})
+		if _, err := c.Metadata(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		c.Kill() // flushes the provider's stderr to the logger
+		if !strings.Contains(logs.String(), tc.want) {
+			t.Errorf("env %q: want %q in the provider's log:\n%s", tc.env, tc.want, logs)
 		}
 	}
 }

@@ -24,6 +24,14 @@
 // the host kills it, and within about a second when the host dies without
 // doing so.
 //
+// A provider process runs its Go code on one OS thread (GOMAXPROCS=1) unless
+// the GOMAXPROCS environment variable is set or its main calls
+// runtime.GOMAXPROCS: providers wait on I/O, goroutines still run
+// concurrently, and a second thread makes the Go scheduler wake and spin an
+// OS thread for each goroutine hand-off of every call, which costs a third of
+// a provider's CPU per call and a fifth of a call's round trip. A CPU-bound
+// provider sets it in main.
+//
 // The wire is the infrakit.provider.v1 gRPC protocol in sdk/proto; one
 // process serves all of its SPIs on one gRPC server, with mutual TLS unless
 // the host turns it off.
@@ -35,6 +43,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/infrakit/infrakit/sdk/plugin/internal/startup"
 	pb "github.com/infrakit/infrakit/sdk/proto/infrakit/provider/v1"
 )
 
@@ -44,8 +53,8 @@ import (
 // ProtocolVersion changes only with an incompatible infrakit.provider.v1.
 var handshake = goplugin.HandshakeConfig{
 	ProtocolVersion:  1,
-	MagicCookieKey:   "INFRAKIT_PROVIDER_PLUGIN",
-	MagicCookieValue: "7b1f0c9e4a52d8e36f0b1a9c7d24e5f8c3a6b0d9e1f27485",
+	MagicCookieKey:   startup.MagicCookieKey,
+	MagicCookieValue: startup.MagicCookieValue,
 }
 
 // pluginName is the one go-plugin plugin a provider serves; it carries every

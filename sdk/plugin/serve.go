@@ -57,7 +57,7 @@ func Serve(cfg *ServeConfig) {
 		Plugins: goplugin.PluginSet{
 			pluginName: &grpcPlugin{server: newServer(cfg, logger)},
 		},
-		GRPCServer: goplugin.DefaultGRPCServer,
+		GRPCServer: newGRPCServer,
 		Logger:     logger,
 	})
 	// goplugin.Serve returns once the host shut the server down (Kill).

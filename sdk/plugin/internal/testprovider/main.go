@@ -7,6 +7,7 @@
 //	hang-at-start   never handshake
 //	garbage         print a line that is not a handshake, then hang
 //	slow-call       DescribeInstances blocks until its context ends
+//	report-runtime  log the runtime settings it starts with (gomaxprocs)
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -44,6 +46,9 @@ func main() {
 		time.Sleep(time.Hour)
 	}
 	logger := plugin.NewLogger()
+	if mode == "report-runtime" {
+		logger.Info("runtime", "gomaxprocs", runtime.GOMAXPROCS(0))
+	}
 	compute := &instances{slow: mode == "slow-call", logger: logger, byID: map[instance.ID]instance.Description{}}
 	lbs := &loadBalancers{byName: map[string]*l4{}}
 	plugin.Serve(&plugin.ServeConfig{
