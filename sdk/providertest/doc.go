@@ -13,7 +13,10 @@
 //     (again, and of an unknown ID, is not an error), Watch when served, and
 //     20 concurrent Provision calls.
 //   - Flavor: Validate, Prepare keeps the input's tags, init and properties,
-//     Healthy answers healthy, unhealthy or unknown, Drain.
+//     Healthy answers healthy, unhealthy or unknown, the batch health path
+//     (flavor.BatchHealthChecker over HealthyBatch, as `infrakit watch`
+//     asks it: one answer per instance, in order, for batches larger than
+//     one call carries), Drain.
 //   - LoadBalancer: Publish/Routes/Unpublish, ConfigureHealthCheck,
 //     RegisterBackends/Backends/DeregisterBackends.
 //   - Authorizer: Validate, Authorize/Describe/Revoke (revoking a gone one is

@@ -82,8 +82,68 @@ func (s *suite) testFlavorLifecycle(t *testing.T, p flavor.Plugin, c FlavorCase)
 	default:
 		t.Errorf("healthy %q = %q, want %q, %q or %q", desc.ID, h, flavor.HealthHealthy, flavor.HealthUnhealthy, flavor.HealthUnknown)
 	}
+	checkBatch(ctx, t, p, c, desc)
 	if err := p.Drain(ctx, c.Valid, desc); err != nil {
 		t.Errorf("drain %q: %v", desc.ID, err)
+	}
+}
+
+// largeBatch is more instances than the host sends in one HealthyBatch
+// call, so the batch path is exercised across calls.
+const largeBatch = 2500
+
+// checkBatch asks for health in batches, as `infrakit watch` does on every
+// pass (flavor.BatchHealthChecker, which the SDK's client implements for
+// every provider: HealthyBatch calls, answered by the flavor's HealthyAll
+// or by Healthy per instance inside the provider): one answer per
+// instance, in order, each healthy, unhealthy or unknown, for the real
+// instance and for instances the provider never heard of (which it must
+// judge without failing, as Healthy does).
+func checkBatch(ctx context.Context, t *testing.T, p flavor.Plugin, c FlavorCase, desc instance.Description) {
+	t.Helper()
+	b, ok := p.(flavor.BatchHealthChecker)
+	if !ok {
+		t.Fatalf("the host's flavor adapter %T is not a flavor.BatchHealthChecker", p)
+	}
+	absent := func(i int) instance.Description {
+		d := desc
+		d.ID = instance.ID(fmt.Sprintf("%s-absent-%d", desc.ID, i))
+		d.LogicalID = nil
+		return d
+	}
+	valid := func(h flavor.Health) bool {
+		return h == flavor.HealthHealthy || h == flavor.HealthUnhealthy || h == flavor.HealthUnknown
+	}
+	hs, err := b.HealthyAll(ctx, c.Valid, []instance.Description{desc, absent(0), desc})
+	switch {
+	case err != nil:
+		t.Errorf("healthy batch of %q and an absent instance: %v", desc.ID, err)
+	case len(hs) != 3:
+		t.Errorf("healthy batch of 3 instances returned %d healths", len(hs))
+	default:
+		for i, h := range hs {
+			if !valid(h) {
+				t.Errorf("healthy batch: instance %d is %q, want %q, %q or %q", i, h, flavor.HealthHealthy, flavor.HealthUnhealthy, flavor.HealthUnknown)
+			}
+		}
+	}
+	if hs, err := b.HealthyAll(ctx, c.Valid, nil); err != nil || len(hs) != 0 {
+		t.Errorf("healthy batch of no instances = %v, %v; want none", hs, err)
+	}
+	large := make([]instance.Description, largeBatch)
+	for i := range large {
+		large[i] = absent(i + 1)
+	}
+	hs, err = b.HealthyAll(ctx, c.Valid, large)
+	if err != nil || len(hs) != largeBatch {
+		t.Errorf("healthy batch of %d absent instances: %d healths, %v", largeBatch, len(hs), err)
+		return
+	}
+	for i, h := range hs {
+		if !valid(h) {
+			t.Errorf("healthy batch of %d: instance %d is %q", largeBatch, i, h)
+			break
+		}
 	}
 }
 

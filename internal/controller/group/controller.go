@@ -1,6 +1,7 @@
 package group
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,6 +116,11 @@ type Event struct {
 	ID        instance.ID
 	LogicalID string
 	Err       error
+	// Drained is set on the event of a destroy (ActionDestroy, or
+	// ActionError when the destroy itself failed) once every flavor drained
+	// the member: the drain happened, whatever became of the destroy. A
+	// failed drain leaves the member alone, so ActionError without Drained.
+	Drained bool
 	// Done and Total count the work items of the current step.
 	Done, Total int
 }
@@ -307,48 +313,115 @@ func (c *Controller) describe(ctx context.Context) ([]instance.Description, erro
 }
 
 // health asks the flavors about the live descriptions for which want
-// returns true (all when want is nil). A flavor that fails to answer makes
-// the member's health unknown; the error is logged, not returned, because
-// health is advice and one failing call must not stop a pass.
+// returns true (all when want is nil): healthy only when every flavor says
+// healthy, unhealthy as soon as one does (later flavors are not asked about
+// it), unknown otherwise. Each flavor is asked once for all of those
+// members (flavorHealth), so a pass costs one batch per flavor, not one
+// call per member. A flavor that fails to answer makes the members it was
+// asked about unknown; the error is logged, not returned, because health is
+// advice and one failing call must not stop a pass. Members left unasked
+// because ctx ended have no entry.
 func (c *Controller) health(ctx context.Context, descs []instance.Description, want func(instance.Description) bool) map[instance.ID]flavor.Health {
-	idx := make([]int, 0, len(descs))
-	for i, d := range descs {
+	asked := make([]instance.Description, 0, len(descs))
+	for _, d := range descs {
 		if d.State != instance.StateTerminating && (want == nil || want(d)) {
-			idx = append(idx, i)
+			asked = append(asked, d)
 		}
 	}
-	results := make([]flavor.Health, len(idx))
-	parallel(ctx, c.opts.Parallelism, len(idx), func(k int) {
-		results[k] = c.memberHealth(ctx, descs[idx[k]])
-	})
-	out := make(map[instance.ID]flavor.Health, len(idx))
-	for k, i := range idx {
-		if results[k] != "" { // "" when ctx ended before it was asked
-			out[descs[i].ID] = results[k]
+	combined := make([]flavor.Health, len(asked))
+	for k := range combined {
+		combined[k] = flavor.HealthHealthy
+	}
+	// open are the indexes into asked that later flavors still judge.
+	open := make([]int, len(asked))
+	for k := range open {
+		open[k] = k
+	}
+	sub := asked
+	for i, f := range c.plugins.Flavors {
+		if len(open) == 0 {
+			break
+		}
+		if len(open) < len(asked) {
+			sub = make([]instance.Description, len(open))
+			for j, k := range open {
+				sub[j] = asked[k]
+			}
+		}
+		hs := c.flavorHealth(ctx, i, f, sub)
+		still := open[:0]
+		for j, k := range open {
+			switch hs[j] {
+			case "": // not asked: ctx ended
+				combined[k] = ""
+			case flavor.HealthUnhealthy:
+				combined[k] = flavor.HealthUnhealthy
+			case flavor.HealthHealthy:
+				still = append(still, k)
+			default:
+				combined[k] = flavor.HealthUnknown
+				still = append(still, k)
+			}
+		}
+		open = still
+	}
+	out := make(map[instance.ID]flavor.Health, len(asked))
+	for k, d := range asked {
+		if combined[k] != "" {
+			out[d.ID] = combined[k]
 		}
 	}
 	return out
 }
 
-func (c *Controller) memberHealth(ctx context.Context, d instance.Description) flavor.Health {
-	combined := flavor.HealthHealthy
-	for i, f := range c.plugins.Flavors {
-		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-		h, err := f.Plugin.Healthy(cctx, f.Properties, d)
-		cancel()
-		if err != nil {
-			c.opts.Logger.Warn("health check failed", "group", c.Name(), "id", d.ID, "flavor", i+1, "error", err)
-			h = flavor.HealthUnknown
+// flavorHealth asks flavor number i about descs: in one HealthyAll when
+// the flavor is a flavor.BatchHealthChecker (every provider served through
+// sdk/plugin is; it batches the calls on the wire), bounded by one call
+// timeout, else one Healthy per member with bounded parallelism, each
+// bounded by the call timeout. hs[j] is the health of descs[j]: unknown
+// when the call failed, "" when ctx ended before it was asked.
+func (c *Controller) flavorHealth(ctx context.Context, i int, f Flavor, descs []instance.Description) []flavor.Health {
+	hs := make([]flavor.Health, len(descs))
+	if b, ok := f.Plugin.(flavor.BatchHealthChecker); ok {
+		if ctx.Err() != nil {
+			return hs
 		}
-		switch h {
-		case flavor.HealthUnhealthy:
-			return flavor.HealthUnhealthy
-		case flavor.HealthHealthy:
-		default:
-			combined = flavor.HealthUnknown
+		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+		got, err := b.HealthyAll(cctx, f.Properties, descs)
+		cancel()
+		switch {
+		case err == nil && len(got) == len(descs):
+			for j, h := range got {
+				hs[j] = cmp.Or(h, flavor.HealthUnknown)
+			}
+			return hs
+		case err == nil:
+			err = fmt.Errorf("flavor returned %d healths for %d instances", len(got), len(descs))
+		case errors.Is(err, errors.ErrUnsupported):
+			err = nil // asked one by one below
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return hs
+			}
+			c.opts.Logger.Warn("health check failed", "group", c.Name(), "flavor", i+1, "instances", len(descs), "error", err)
+			for j := range hs {
+				hs[j] = flavor.HealthUnknown
+			}
+			return hs
 		}
 	}
-	return combined
+	parallel(ctx, c.opts.Parallelism, len(descs), func(j int) {
+		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+		h, err := f.Plugin.Healthy(cctx, f.Properties, descs[j])
+		cancel()
+		if err != nil {
+			c.opts.Logger.Warn("health check failed", "group", c.Name(), "id", descs[j].ID, "flavor", i+1, "error", err)
+			h = flavor.HealthUnknown
+		}
+		hs[j] = cmp.Or(h, flavor.HealthUnknown)
+	})
+	return hs
 }
 
 // parallel runs do(0..n-1) on at most p goroutines and returns when all
@@ -422,9 +495,10 @@ var errSkipped = errors.New("skipped: interrupted")
 
 // outcome is a job's result.
 type outcome struct {
-	job    job
-	member Member // created
-	err    error
+	job     job
+	member  Member // created
+	drained bool   // destroy: every flavor drained the member
+	err     error
 }
 
 // Execute carries out a decision's creates and destroys (not its rolls; see
@@ -561,7 +635,7 @@ func (c *Controller) run(ctx context.Context, jobs []job, created *[]Member) Res
 				continue
 			}
 			done++
-			ev := Event{Group: s.name, ID: o.job.id, LogicalID: o.job.logicalID, Done: done, Total: n}
+			ev := Event{Group: s.name, ID: o.job.id, LogicalID: o.job.logicalID, Drained: o.drained, Done: done, Total: n}
 			switch {
 			case o.err != nil:
 				f := Failure{Action: ActionCreate, ID: o.job.id, LogicalID: o.job.logicalID, Err: o.err}
@@ -596,7 +670,8 @@ func (c *Controller) run(ctx context.Context, jobs []job, created *[]Member) Res
 
 func (c *Controller) do(s *step, j job) outcome {
 	if j.destroy {
-		return outcome{job: j, err: c.destroyMember(s, j.id, j.reason)}
+		drained, err := c.destroyMember(s, j.id, j.reason)
+		return outcome{job: j, drained: drained, err: err}
 	}
 	m, err := c.createMember(s, j.logicalID)
 	return outcome{job: j, member: m, err: err}
@@ -679,10 +754,11 @@ func (c *Controller) createMember(s *step, logicalID string) (Member, error) {
 	}, nil
 }
 
-// destroyMember drains the member through every flavor, then destroys it. A
-// failed drain leaves the member alone: destroying it anyway could drop the
-// work the flavor failed to move away.
-func (c *Controller) destroyMember(s *step, id instance.ID, reason instance.DestroyReason) error {
+// destroyMember drains the member through every flavor, then destroys it,
+// and reports whether the drain happened. A failed drain leaves the member
+// alone: destroying it anyway could drop the work the flavor failed to
+// move away.
+func (c *Controller) destroyMember(s *step, id instance.ID, reason instance.DestroyReason) (drained bool, err error) {
 	d, ok := s.descByID[id]
 	if !ok {
 		d = instance.Description{ID: id}
@@ -692,16 +768,16 @@ func (c *Controller) destroyMember(s *step, id instance.ID, reason instance.Dest
 		err := f.Plugin.Drain(cctx, f.Properties, d)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("group %q: destroy %s: flavor %d: drain: %w", s.name, id, i+1, err)
+			return false, fmt.Errorf("group %q: destroy %s: flavor %d: drain: %w", s.name, id, i+1, err)
 		}
 	}
 	cctx, cancel := s.callCtx()
-	err := c.plugins.Instance.Destroy(cctx, id, reason)
+	err = c.plugins.Instance.Destroy(cctx, id, reason)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("group %q: destroy %s: %w", s.name, id, err)
+		return true, fmt.Errorf("group %q: destroy %s: %w", s.name, id, err)
 	}
-	return nil
+	return true, nil
 }
 
 // Roll replaces the out-of-date members among members (as last observed,

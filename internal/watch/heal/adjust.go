@@ -43,7 +43,14 @@ func (t *Tracker) Adjust(now time.Time, d group.Desired, observed []group.Member
 	var evs []Event
 
 	out := make([]group.Member, 0, len(observed)+len(t.creates))
-	listed := make(map[instance.ID]int, len(observed))
+	// The two maps of every member are the costly part of an observation
+	// of a large group: they are kept from one Adjust to the next, cleared.
+	listed := t.listed
+	if listed == nil {
+		listed = make(map[instance.ID]int, len(observed))
+		t.listed = listed
+	}
+	clear(listed)
 	for _, m := range observed {
 		if _, dup := listed[m.ID]; dup {
 			continue
@@ -120,7 +127,11 @@ func (t *Tracker) Adjust(now time.Time, d group.Desired, observed []group.Member
 	quiet := now.Sub(t.start) < t.policy.Quiet
 	dead := map[instance.ID]bool{}
 	var entered []instance.ID
-	prevLive := make(map[instance.ID]string, nListed)
+	prevLive := t.spareLive
+	if prevLive == nil {
+		prevLive = make(map[instance.ID]string, nListed)
+	}
+	clear(prevLive)
 	for i := range out[:nListed] {
 		m := &out[i]
 		if m.State == instance.StateTerminating {
@@ -206,6 +217,7 @@ func (t *Tracker) Adjust(now time.Time, d group.Desired, observed []group.Member
 		}
 	}
 
+	t.spareLive = t.prevLive
 	t.prevLive, t.prevDead, t.owed = prevLive, dead, owed
 	t.last = observation{pets: pets, members: out}
 	return Adjusted{Members: out, Events: evs, Braked: t.braked}

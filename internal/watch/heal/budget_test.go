@@ -1,6 +1,7 @@
 package heal
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -50,6 +51,7 @@ func TestBudgetVanished(t *testing.T) {
 	if len(dec.Create) != 1 {
 		t.Fatalf("an hour later: %+v, want 1 create", dec)
 	}
+	act(tr, now.Add(time.Hour), dec, "m")
 	if st := tr.Status(now.Add(time.Hour)); st.Replacements != 1 || st.ReplacementsTotal != 3 {
 		t.Fatalf("status %+v: want 1 in the last hour, 3 in all", st)
 	}
@@ -103,7 +105,9 @@ func TestBudgetVanishedBeforeUnhealthy(t *testing.T) {
 	}
 }
 
-func TestBudgetFailedCreateIsStillAReplacement(t *testing.T) {
+// A replacement whose create failed was not made: it costs no budget, the
+// member stays owed, and the next pass tries again as a replacement.
+func TestBudgetFailedCreateIsRetried(t *testing.T) {
 	tr := NewTracker("g", Policy{MaxReplacementsPerHour: 1}, t0)
 	d := cattle(4)
 	obs := with(fleet(4), unhealthy, "i02")
@@ -113,13 +117,111 @@ func TestBudgetFailedCreateIsStillAReplacement(t *testing.T) {
 	}
 	// The destroy succeeded, the create failed.
 	tr.Issued(t0, nil, ids("i02"))
-	_, dec, evs := pass(tr, t0.Add(time.Minute), d, without(obs, "i02"))
-	if len(dec.Create) != 0 || !hasEvent(evs, KindBudgetExhausted) {
-		t.Fatalf("decision %+v, events %v; the retry is a replacement, held by the budget", dec, kinds(evs))
+	if st := tr.Status(t0); st.Replacements != 0 {
+		t.Fatalf("status %+v: a failed create spent the budget", st)
 	}
-	_, dec, _ = pass(tr, t0.Add(time.Hour), d, without(obs, "i02"))
-	if len(dec.Create) != 1 {
-		t.Fatalf("an hour later: %+v, want the retry", dec)
+	_, dec, evs := pass(tr, t0.Add(time.Minute), d, without(obs, "i02"))
+	if len(dec.Create) != 1 || hasEvent(evs, KindBudgetExhausted) {
+		t.Fatalf("decision %+v, events %v; want the replacement tried again", dec, kinds(evs))
+	}
+	made := act(tr, t0.Add(time.Minute), dec, "n")
+	if st := tr.Status(t0.Add(time.Minute)); st.Replacements != 1 || st.ReplacementsTotal != 1 {
+		t.Fatalf("status %+v: want the replacement made counted once", st)
+	}
+	// Now the budget is spent: the next unhealthy member is held.
+	obs = append(with(without(obs, "i02"), unhealthy, "i03"), asListed(made, healthy)...)
+	_, dec, evs = pass(tr, t0.Add(2*time.Minute), d, obs)
+	if !dec.Empty() || !hasEvent(evs, KindBudgetExhausted) {
+		t.Fatalf("decision %+v, events %v; want i03 held", dec, kinds(evs))
+	}
+}
+
+// Only replacements actually made spend the budget: whatever a pass does
+// not do (it did not act, a call failed) is still there to do within it.
+func TestBudgetCountsOnlyReplacementsMade(t *testing.T) {
+	type step struct {
+		// vanish and sicken change the fleet before the pass; size, when
+		// set, changes the group's size.
+		vanish, sicken []string
+		size           int
+		// creates and destroys are how many of the decision's creates
+		// and destroys the pass makes (-1: all of them).
+		creates, destroys int
+		// skip: the pass does not act at all (stale state, shutdown, lost
+		// lease): Issued is not called.
+		skip bool
+		// The pass's decision, and the budget spent after it.
+		wantCreates, wantSpent int
+	}
+	tests := []struct {
+		name  string
+		limit int
+		size  int
+		steps []step
+	}{
+		{"a pass that does not act spends nothing", 2, 10, []step{
+			{vanish: []string{"i00", "i01"}, skip: true, wantCreates: 2, wantSpent: 0},
+			{skip: true, wantCreates: 2, wantSpent: 0},
+			{creates: -1, wantCreates: 2, wantSpent: 2},
+		}},
+		{"failed creates spend nothing and are tried again", 2, 10, []step{
+			{vanish: []string{"i00", "i01"}, creates: 0, wantCreates: 2, wantSpent: 0},
+			{creates: 1, wantCreates: 2, wantSpent: 1},
+			{creates: -1, wantCreates: 1, wantSpent: 2},
+		}},
+		{"a scale-up made beside a failed replacement is not one", 3, 10, []step{
+			{vanish: []string{"i00"}, creates: 0, wantCreates: 1, wantSpent: 0},
+			{size: 12, creates: 2, wantCreates: 3, wantSpent: 1},
+		}},
+		{"unhealthy: destroyed, its replacement failed, then made", 1, 6, []step{
+			{sicken: []string{"i03"}, destroys: -1, creates: 0, wantCreates: 1, wantSpent: 0},
+			{creates: -1, wantCreates: 1, wantSpent: 1},
+			{sicken: []string{"i04"}, wantCreates: 0, wantSpent: 1},
+		}},
+		{"unhealthy: drain failed, the replacement made counts", 1, 6, []step{
+			{sicken: []string{"i03"}, destroys: 0, creates: -1, wantCreates: 1, wantSpent: 1},
+		}},
+		{"unhealthy: a pass that does not act keeps it for the next", 1, 6, []step{
+			{sicken: []string{"i03"}, skip: true, wantCreates: 1, wantSpent: 0},
+			{destroys: -1, creates: -1, wantCreates: 1, wantSpent: 1},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewTracker("g", Policy{MaxReplacementsPerHour: tc.limit}, t0)
+			d := cattle(tc.size)
+			obs := fleet(tc.size)
+			pass(tr, t0, d, obs)
+			now := t0
+			for i, st := range tc.steps {
+				now = now.Add(time.Minute)
+				if st.size > 0 {
+					d = cattle(st.size)
+				}
+				obs = with(without(obs, st.vanish...), unhealthy, st.sicken...)
+				_, dec, _ := pass(tr, now, d, obs)
+				if len(dec.Create) != st.wantCreates {
+					t.Fatalf("step %d: decision %+v, want %d creates", i, dec, st.wantCreates)
+				}
+				if !st.skip {
+					mk := dec
+					if st.creates >= 0 {
+						mk.Create = mk.Create[:min(st.creates, len(mk.Create))]
+					}
+					if st.destroys >= 0 {
+						mk.Destroy = mk.Destroy[:min(st.destroys, len(mk.Destroy))]
+					}
+					made := act(tr, now, mk, fmt.Sprintf("s%d-", i))
+					for _, x := range mk.Destroy {
+						obs = without(obs, string(x.ID))
+					}
+					obs = append(obs, asListed(made, healthy)...)
+				}
+				if got := tr.Status(now).Replacements; got != st.wantSpent {
+					t.Fatalf("step %d: %d replacements counted, want %d", i, got, st.wantSpent)
+				}
+			}
+		})
 	}
 }
 
@@ -145,6 +247,7 @@ func TestBudgetUnlimited(t *testing.T) {
 	if len(dec.Create) != 4 || len(dec.Destroy) != 2 {
 		t.Fatalf("decision %+v, want 2 vanished and 2 unhealthy replaced", dec)
 	}
+	act(tr, t0.Add(time.Second), dec, "n")
 	if st := tr.Status(t0.Add(time.Second)); st.Replacements != 4 || !st.BudgetFreesAt.IsZero() {
 		t.Fatalf("status %+v", st)
 	}
@@ -192,6 +295,7 @@ func TestSetPolicy(t *testing.T) {
 	if len(dec.Create) != 2 {
 		t.Fatalf("decision %+v", dec)
 	}
+	act(tr, t0.Add(time.Second), dec, "n")
 	// Lowered below what was spent this hour: nothing more until the
 	// window has one fewer than the new limit.
 	tr.SetPolicy(Policy{MaxReplacementsPerHour: 1})
@@ -212,14 +316,16 @@ func TestBudgetHoldsTheRoll(t *testing.T) {
 	d := cattle(4)
 	d.ConfigHash = "new"
 	pass(tr, t0, d, fleet(4))
-	pass(tr, t0.Add(time.Second), d, with(fleet(4), unhealthy, "i00"))
+	_, dec, _ := pass(tr, t0.Add(time.Second), d, with(fleet(4), unhealthy, "i00"))
+	made := asListed(act(tr, t0.Add(time.Second), dec, "n"), healthy)
 	// Out of date, and a second replacement held: no roll meanwhile.
-	_, dec, _ := pass(tr, t0.Add(2*time.Second), d, with(fleet(4), unhealthy, "i00", "i01"))
+	obs := append(with(without(fleet(4), "i00"), unhealthy, "i01"), made...)
+	_, dec, _ = pass(tr, t0.Add(2*time.Second), d, obs)
 	if !dec.Empty() {
 		t.Fatalf("decision %+v, want nothing (i01 held, roll waiting)", dec)
 	}
 	// Once nothing is held, the roll is back.
-	_, dec, _ = pass(tr, t0.Add(3*time.Second), d, fleet(4))
+	_, dec, _ = pass(tr, t0.Add(3*time.Second), d, append(without(fleet(4), "i00"), made...))
 	if len(dec.Roll) != 4 || !dec.Settled() {
 		t.Fatalf("decision %+v, want the 4 out-of-date members to roll", dec)
 	}

@@ -156,6 +156,7 @@ func TestVanish(t *testing.T) {
 		if e := findEvent(t, evs, KindVanished); !slices.Equal(e.IDs, ids("i02")) {
 			t.Errorf("vanished event %+v", e)
 		}
+		act(tr, t0.Add(time.Second), dec, "n")
 		if st := tr.Status(t0.Add(time.Second)); st.Replacements != 1 {
 			t.Errorf("Status.Replacements = %d, want 1", st.Replacements)
 		}

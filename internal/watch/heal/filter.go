@@ -28,11 +28,15 @@ import (
 // would refuse to roll), so the rolling update waits, and a roll is never a
 // way around the budget.
 //
-// Filter spends the budget on the replacements it lets through, whether or
-// not the provider then manages to create them (a failing provider is thus
-// not retried beyond the budget), so call it once per pass, just before
-// acting on its result.
+// Filter only decides: the budget is spent by Issued, on the replacements
+// the pass then made. A pass that does not act on Filter's result (the
+// state moved under it, watch is shutting down, it lost the lease) spends
+// nothing, and a replacement whose create failed is still owed and is tried
+// again by a later pass, within the budget. Call it once per pass, just
+// before acting on its result; each call replaces what the previous one let
+// through.
 func (t *Tracker) Filter(now time.Time, dec group.Decision) (group.Decision, []Event) {
+	t.grant = grant{}
 	if t.braked {
 		var out group.Decision
 		for _, x := range dec.Destroy {
@@ -80,12 +84,13 @@ func (t *Tracker) Filter(now time.Time, dec group.Decision) (group.Decision, []E
 		remaining = max(limit-len(t.replacements), 0)
 	}
 	drop := map[string]int{}
-	charged, heldVanished := 0, 0
+	g := grant{creates: map[string]int{}, pairs: map[instance.ID]string{}}
+	heldVanished := 0
 	for _, k := range keys {
 		v := min(t.owed[k], max(createsBy[k]-pairsBy[k], 0))
 		allowed := min(v, remaining)
 		remaining -= allowed
-		charged += allowed
+		g.creates[k] += allowed
 		drop[k] += v - allowed
 		heldVanished += v - allowed
 	}
@@ -98,11 +103,8 @@ func (t *Tracker) Filter(now time.Time, dec group.Decision) (group.Decision, []E
 		k := pairKey[x.ID]
 		if remaining > 0 {
 			remaining--
-			charged++
-			// The destroyed member's place is owed until its replacement
-			// is listed, so a replacement whose create fails is retried
-			// as one, within the budget.
-			t.owed[k]++
+			g.creates[k]++
+			g.pairs[x.ID] = k
 			continue
 		}
 		held[x.ID] = true
@@ -123,10 +125,12 @@ func (t *Tracker) Filter(now time.Time, dec group.Decision) (group.Decision, []E
 		}
 		out.Create = append(out.Create, c)
 	}
-	for range charged {
-		t.replacements = append(t.replacements, now)
+	t.grant = g
+	granted := 0
+	for _, n := range g.creates {
+		granted += n
 	}
-	t.replacementsTotal += charged
+	freesAt := t.budgetFreesAtWith(now, granted)
 
 	var evs []Event
 	switch {
@@ -136,7 +140,7 @@ func (t *Tracker) Filter(now time.Time, dec group.Decision) (group.Decision, []E
 	case !t.holding:
 		evs = append(evs, t.event(now, KindBudgetExhausted, heldIDs,
 			"max_replacements_per_hour (%d) reached: holding %d replacements (%d vanished, %d unhealthy); the next is possible at %s",
-			limit, heldVanished+len(heldIDs), heldVanished, len(heldIDs), t.budgetFreesAt().Format(time.RFC3339)))
+			limit, heldVanished+len(heldIDs), heldVanished, len(heldIDs), freesAt.Format(time.RFC3339)))
 	default:
 		var fresh []instance.ID
 		for _, id := range heldIDs {
@@ -147,7 +151,7 @@ func (t *Tracker) Filter(now time.Time, dec group.Decision) (group.Decision, []E
 		if len(fresh) > 0 {
 			evs = append(evs, t.event(now, KindReplaceHeld, fresh,
 				"max_replacements_per_hour (%d) still reached: %d more unhealthy members held; the next replacement is possible at %s",
-				limit, len(fresh), t.budgetFreesAt().Format(time.RFC3339)))
+				limit, len(fresh), freesAt.Format(time.RFC3339)))
 		}
 	}
 	if len(held) > 0 || heldVanished > 0 {
@@ -171,11 +175,22 @@ func (t *Tracker) prune(now time.Time) {
 // window has one fewer than the limit. Zero when it allows one now or is
 // unlimited.
 func (t *Tracker) budgetFreesAt() time.Time {
+	return t.budgetFreesAtWith(time.Time{}, 0)
+}
+
+// budgetFreesAtWith is budgetFreesAt once extra more replacements are
+// made at now: what Filter tells while the ones it lets through are not
+// made yet.
+func (t *Tracker) budgetFreesAtWith(now time.Time, extra int) time.Time {
 	limit := t.policy.MaxReplacementsPerHour
-	if limit <= 0 || len(t.replacements) < limit {
+	n := len(t.replacements) + extra
+	if limit <= 0 || n < limit {
 		return time.Time{}
 	}
-	return t.replacements[len(t.replacements)-limit].Add(Window)
+	if i := n - limit; i < len(t.replacements) {
+		return t.replacements[i].Add(Window)
+	}
+	return now.Add(Window)
 }
 
 // Status is what the tracker holds for a group, for /v1/status and metrics.

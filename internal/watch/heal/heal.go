@@ -32,12 +32,16 @@
 //     Policy.ExpectTimeout counts as vanished too.
 //   - Budget (Policy.MaxReplacementsPerHour, 0 = unlimited): creates that
 //     replace a vanished member or an unhealthy one are counted in a sliding
-//     hour; creates for a scale-up or a rolling update are not. When the
-//     budget is spent, Filter holds the rest: an unhealthy member keeps
-//     running (its destroy and its replacement are left out), a vanished one
-//     is not re-created, and an event says when the budget frees up.
-//     Vanished members are replaced before unhealthy ones (they restore
-//     capacity), and unhealthy ones longest-unhealthy first.
+//     hour; creates for a scale-up or a rolling update are not. Only
+//     replacements actually made count: Filter lets replacements through
+//     within what is left of the budget, and Issued counts those the pass
+//     then created, so a pass that does not act, or a create that fails,
+//     costs nothing (the member stays owed and a later pass tries again).
+//     When the budget is spent, Filter holds the rest: an unhealthy member
+//     keeps running (its destroy and its replacement are left out), a
+//     vanished one is not re-created, and an event says when the budget
+//     frees up. Vanished members are replaced before unhealthy ones (they
+//     restore capacity), and unhealthy ones longest-unhealthy first.
 //   - Brake: when, at one observation, the group's dead members (vanished and
 //     owed a replacement, plus running members unhealthy past grace when
 //     ReplaceUnhealthy is on) are at least Policy.BrakeMin and more than half
@@ -196,8 +200,12 @@ type Tracker struct {
 	unhealthySince map[instance.ID]time.Time
 
 	// prevLive maps the members the provider listed alive at the previous
-	// observation to their owed-key (see key).
-	prevLive map[instance.ID]string
+	// observation to their owed-key (see key). spareLive and listed are
+	// Adjust's scratch maps, kept to spare a large group's observations
+	// two map allocations each.
+	prevLive  map[instance.ID]string
+	spareLive map[instance.ID]string
+	listed    map[instance.ID]int
 	// prevDead is the previous observation's unhealthy-past-grace set.
 	prevDead map[instance.ID]bool
 	// owed counts, per key, the members that vanished (or were destroyed
@@ -219,6 +227,9 @@ type Tracker struct {
 	// unhealthy members held.
 	holding bool
 	held    map[instance.ID]bool
+	// grant is what the last Filter let through as replacements, for
+	// Issued to count once they are made.
+	grant grant
 
 	// last is what the last Adjust saw, for Filter.
 	last observation
@@ -228,6 +239,15 @@ type Tracker struct {
 type observation struct {
 	pets    bool
 	members []group.Member
+}
+
+// grant is the replacements one Filter let through.
+type grant struct {
+	// creates counts the replacement creates by owed-key.
+	creates map[string]int
+	// pairs are the unhealthy members whose destroy (with its
+	// replacement) was let through, to their owed-key.
+	pairs map[instance.ID]string
 }
 
 type expectedCreate struct {
@@ -262,17 +282,39 @@ func (t *Tracker) Policy() Policy { return t.policy }
 // pending until listed, destroyed ones as terminating while still listed.
 // It includes a rolling update's creates and destroys, so that a member the
 // roll destroyed is not mistaken for a vanished one.
+//
+// It also spends the replacement budget on what the last Filter let through
+// as replacements and the pass made: per owed-key (the logical ID of a pet;
+// cattle are interchangeable, so among their creates the replacements are
+// counted first), at most as many as were let through and as were created.
+// An unhealthy member whose destroy was let through and made leaves its
+// place owed until its replacement is listed, so a replacement whose create
+// failed is tried again as one.
 func (t *Tracker) Issued(now time.Time, created []group.Member, destroyed []instance.ID) {
+	made := map[string]int{}
 	for _, m := range created {
 		if m.ID != "" {
 			t.creates[m.ID] = expectedCreate{member: m, at: now}
+			made[key(t.last.pets, m.LogicalID)]++
 		}
 	}
 	for _, id := range destroyed {
 		t.destroys[id] = now
 		delete(t.creates, id)
 		delete(t.unhealthySince, id)
+		if k, ok := t.grant.pairs[id]; ok {
+			t.owed[k]++
+		}
 	}
+	charged := 0
+	for k, n := range t.grant.creates {
+		charged += min(n, made[k])
+	}
+	for range charged {
+		t.replacements = append(t.replacements, now)
+	}
+	t.replacementsTotal += charged
+	t.grant = grant{}
 }
 
 // key is the owed-key of a member: its logical ID for pets, "" for cattle,

@@ -134,6 +134,19 @@ func hasEvent(evs []Event, k Kind) bool {
 	return slices.ContainsFunc(evs, func(e Event) bool { return e.Kind == k })
 }
 
+// act makes a decision as the watch loop does when every call succeeds:
+// it creates dec's creates (named prefix0, prefix1, ...), destroys its
+// destroys, reports both to Issued and returns the members created.
+func act(tr *Tracker, now time.Time, dec group.Decision, prefix string) []group.Member {
+	made := created(dec, prefix)
+	var gone []instance.ID
+	for _, x := range dec.Destroy {
+		gone = append(gone, x.ID)
+	}
+	tr.Issued(now, made, gone)
+	return made
+}
+
 // created turns a decision's creates into members as a provider would
 // return them, named prefix0, prefix1, ...
 func created(dec group.Decision, prefix string) []group.Member {

@@ -4,6 +4,9 @@
 // (see Counter): healthy after healthy_threshold successes in a row,
 // unhealthy after unhealthy_threshold failures in a row, the previous
 // verdict in between, unknown until the first threshold is reached.
+// HealthyAll (flavor.BatchHealthChecker) probes a whole group at once,
+// ProbeParallelism probes at a time, through the same per-instance
+// counters: it is what `infrakit watch` calls on every pass.
 //
 // The counters live in the provider's memory, keyed by instance ID: a
 // provider lives as long as the `infrakit watch` that probes through it, and
@@ -28,6 +31,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -83,7 +87,10 @@ type entry struct {
 	seen time.Time
 }
 
-var _ flavor.Plugin = (*Flavor)(nil)
+var (
+	_ flavor.Plugin             = (*Flavor)(nil)
+	_ flavor.BatchHealthChecker = (*Flavor)(nil)
+)
 
 // New returns a Flavor that remembers nothing yet.
 func New(cfg Config) *Flavor {
@@ -130,6 +137,48 @@ func (f *Flavor) Healthy(ctx context.Context, properties json.RawMessage, inst i
 	if err != nil {
 		return flavor.HealthUnknown, err
 	}
+	return f.judge(ctx, p, inst)
+}
+
+// ProbeParallelism is how many probes HealthyAll runs at once. Probes
+// mostly wait on the network (up to the timeout each), so many may run
+// together; the bound keeps a large group from opening thousands of
+// sockets at once.
+const ProbeParallelism = 64
+
+// HealthyAll probes every instance once, ProbeParallelism at a time, and
+// returns their verdicts in order: Healthy for each, with the properties
+// parsed once. Each instance keeps its own counters, so the thresholds
+// work exactly as with one Healthy per instance. When ctx ends before every
+// probe has run, the batch fails with ctx's error.
+func (f *Flavor) HealthyAll(ctx context.Context, properties json.RawMessage, insts []instance.Description) ([]flavor.Health, error) {
+	p, err := Parse(properties)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]flavor.Health, len(insts))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(ProbeParallelism, len(insts)) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(insts) {
+					return
+				}
+				out[i], _ = f.judge(ctx, p, insts[i]) // its only error is ctx's
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// judge probes one instance with parsed properties (see Healthy).
+func (f *Flavor) judge(ctx context.Context, p Properties, inst instance.Description) (flavor.Health, error) {
 	if inst.Address == "" || (inst.State != "" && inst.State != instance.StateRunning) {
 		return flavor.HealthUnknown, nil
 	}

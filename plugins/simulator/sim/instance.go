@@ -153,7 +153,9 @@ func (p *Instances) Destroy(ctx context.Context, id instance.ID, reason instance
 
 // DescribeInstances lists the instances of this type carrying every tag,
 // sorted by ID. Corrupt files are skipped (with a logged warning). Files
-// unchanged since the last listing in this process are not re-read.
+// unchanged since the last listing in this process are not re-read (see
+// store.Cache: while it follows the directory with inotify, they are not
+// even stat'ed).
 func (p *Instances) DescribeInstances(ctx context.Context, tags map[string]string, withProperties bool) ([]instance.Description, error) {
 	if err := sleep(ctx, p.sim.cfg.DescribeDelay); err != nil {
 		return nil, err

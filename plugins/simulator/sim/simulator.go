@@ -70,8 +70,15 @@ func New(cfg Config) (*Simulator, error) {
 	return &Simulator{cfg: cfg, store: st}, nil
 }
 
-// Close releases the store's lock files.
-func (s *Simulator) Close() error { return s.store.Close() }
+// Close releases the store's lock files and the listing caches' inotify
+// descriptors.
+func (s *Simulator) Close() error {
+	s.caches.Range(func(_, c any) bool {
+		c.(*store.Cache[instanceRecord]).Close()
+		return true
+	})
+	return s.store.Close()
+}
 
 // Dir is the absolute store directory.
 func (s *Simulator) Dir() string { return s.store.Root() }
@@ -80,8 +87,13 @@ func (s *Simulator) Dir() string { return s.store.Root() }
 // instance.Plugin and instance.Watcher.
 func (s *Simulator) Instances(typ string) *Instances {
 	c := instanceCollection(typ)
-	cache, _ := s.caches.LoadOrStore(c, new(store.Cache[instanceRecord]))
-	return &Instances{sim: s, typ: typ, collection: c, cache: cache.(*store.Cache[instanceRecord])}
+	return &Instances{sim: s, typ: typ, collection: c, cache: s.cache(c)}
+}
+
+// cache is the listing cache of an instance collection.
+func (s *Simulator) cache(collection string) *store.Cache[instanceRecord] {
+	c, _ := s.caches.LoadOrStore(collection, new(store.Cache[instanceRecord]))
+	return c.(*store.Cache[instanceRecord])
 }
 
 // Flavor returns the "simulator" flavor.

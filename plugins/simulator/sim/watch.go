@@ -9,33 +9,39 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/infrakit/infrakit/plugins/simulator/store"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
-// Watch streams events about instances of this type carrying every tag,
-// polling the store every Config.WatchInterval until ctx ends; then the
-// channel is closed. The set present when Watch returns is the baseline and
-// produces no events; afterwards a new or changed instance (tags, state,
-// address, including pending turning running) is EventChanged, and one whose
-// file is removed, or that no longer carries the tags, is EventGone.
+// Watch streams events about instances of this type carrying every tag
+// until ctx ends; then the channel is closed. The set present when Watch
+// returns is the baseline and produces no events; afterwards a new or
+// changed instance (tags, state, address, including pending turning
+// running) is EventChanged, and one whose file is removed, or that no
+// longer carries the tags, is EventGone.
 //
-// Polls share the type's listing cache with DescribeInstances. A poll
-// first stats the type's directory: every write the store makes (create,
-// update, remove) renames or unlinks in it, which changes its mtime, so
-// while the directory is unchanged, no pending instance is due to turn
-// running, and the last full listing is recent (WatchFullScan), the poll
-// costs one stat instead of an fstatat per file. The full listing catches
-// what changes no directory entry: a file edited in place by hand.
+// Watch shares the type's listing cache with DescribeInstances. While the
+// cache follows the directory with inotify (see store.Cache), Watch sleeps
+// until the cache says something changed (store.Cache.Changed), a pending
+// instance is due to turn running, or WatchFullScan passes, and then
+// compares the listing's generation with its last snapshot's: an idle
+// store costs nothing at all, and a change is seen at once (snapshots are
+// still at least Config.WatchInterval apart, so a burst of writes costs no
+// more than polling did). Otherwise Watch polls every Config.WatchInterval:
+// a poll first stats the type's directory: every write the store makes
+// (create, update, remove) renames or unlinks in it, which changes its
+// mtime, so while the directory is unchanged, no pending instance is due
+// to turn running, and the last full listing is recent (WatchFullScan), the
+// poll costs one stat instead of an fstatat per file. The full listing
+// catches what changes no directory entry: a file edited in place by hand.
 func (p *Instances) Watch(ctx context.Context, tags map[string]string) (<-chan instance.Event, error) {
 	tags = maps.Clone(tags)
 	stamp := p.dirStamp()
-	prev, wake, err := p.snapshot(ctx, tags)
+	prev, wake, gen, err := p.snapshot(ctx, tags)
 	if err != nil {
 		return nil, err
 	}
 	ch := make(chan instance.Event, 64)
-	go p.watch(ctx, tags, prev, watchMark{stamp: stamp, wake: wake, full: p.sim.cfg.Now()}, ch) // ends with ctx
+	go p.watch(ctx, tags, prev, watchMark{stamp: stamp, wake: wake, full: p.sim.cfg.Now(), gen: gen}, ch) // ends with ctx
 	return ch, nil
 }
 
@@ -72,6 +78,7 @@ func (p *Instances) dirStamp() dirStamp {
 type watchMark struct {
 	stamp      dirStamp
 	wake, full time.Time
+	gen        uint64 // the listing's generation
 }
 
 // unchanged reports whether a poll may skip listing: the directory is as
@@ -85,31 +92,63 @@ func (m watchMark) unchanged(stamp dirStamp, wall, now time.Time) bool {
 
 func (p *Instances) watch(ctx context.Context, tags map[string]string, prev map[instance.ID]instance.Description, mark watchMark, ch chan<- instance.Event) {
 	defer close(ch)
-	t := time.NewTicker(p.sim.cfg.WatchInterval)
-	defer t.Stop()
+	interval := p.sim.cfg.WatchInterval
+	poll := time.NewTicker(interval)
+	defer poll.Stop()
+	polling := true
+	lastSnap := time.Now()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		var stamp dirStamp
+		now := p.sim.cfg.Now()
+		if changed := p.cache.Changed(); changed != nil {
+			if polling {
+				poll.Stop()
+				polling = false
+			}
+			// Taken before comparing generations: what changes from here
+			// on closes changed.
+			_, gen, err := p.cache.List(ctx, p.sim.store, p.collection)
+			if err == nil && gen == mark.gen && (mark.wake.IsZero() || now.Before(mark.wake)) {
+				if !p.waitChange(ctx, changed, mark.wake, now) {
+					return
+				}
+				continue
+			}
+			if !sleepWall(ctx, interval-time.Since(lastSnap)) {
+				return
+			}
+		} else {
+			if !polling {
+				poll.Reset(interval)
+				polling = true
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-poll.C:
+			}
+			// The stamp is taken before listing: a change made while
+			// listing then shows at the next poll.
+			stamp, now = p.dirStamp(), p.sim.cfg.Now()
+			if mark.unchanged(stamp, time.Now(), now) {
+				continue
+			}
 		}
-		// The stamp is taken before listing: a change made while listing
-		// then shows at the next poll.
-		stamp, now := p.dirStamp(), p.sim.cfg.Now()
-		if mark.unchanged(stamp, time.Now(), now) {
-			continue
-		}
-		next, wake, err := p.snapshot(ctx, tags)
+		next, wake, gen, err := p.snapshot(ctx, tags)
+		lastSnap = time.Now()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			// A transient failure (the directory being replaced): keep the
-			// old view and try again on the next tick.
+			// old view and try again later.
 			p.sim.cfg.Logger.Warn("watch: poll failed", "type", p.typ, "error", err)
+			if !sleepWall(ctx, interval) {
+				return
+			}
 			continue
 		}
-		mark = watchMark{stamp: stamp, wake: wake, full: now}
+		mark = watchMark{stamp: stamp, wake: wake, full: now, gen: gen}
 		for _, ev := range diff(prev, next) {
 			select {
 			case ch <- ev:
@@ -121,12 +160,47 @@ func (p *Instances) watch(ctx context.Context, tags map[string]string, prev map[
 	}
 }
 
-// snapshot is the current matching instances by ID, and the earliest time
-// one of them that is pending turns running (zero: none will on its own).
-func (p *Instances) snapshot(ctx context.Context, tags map[string]string) (map[instance.ID]instance.Description, time.Time, error) {
-	objs, err := store.ListCached(ctx, p.sim.store, p.collection, p.cache)
+// waitChange waits until changed is closed, the next pending instance is
+// due (wake, by the simulator's clock, whose time is now), WatchFullScan
+// has passed, or ctx ends (false).
+func (p *Instances) waitChange(ctx context.Context, changed <-chan struct{}, wake, now time.Time) bool {
+	d := WatchFullScan
+	if !wake.IsZero() {
+		d = min(d, wake.Sub(now))
+	}
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-changed:
+	case <-t.C:
+	}
+	return true
+}
+
+// sleepWall waits d (nothing when d ≤ 0) or until ctx ends (false).
+func sleepWall(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// snapshot is the current matching instances by ID, the earliest time one
+// of them that is pending turns running (zero: none will on its own), and
+// the generation of the listing they come from.
+func (p *Instances) snapshot(ctx context.Context, tags map[string]string) (map[instance.ID]instance.Description, time.Time, uint64, error) {
+	objs, gen, err := p.cache.List(ctx, p.sim.store, p.collection)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, time.Time{}, 0, err
 	}
 	now := p.sim.cfg.Now()
 	snap := make(map[instance.ID]instance.Description, len(objs))
@@ -140,7 +214,7 @@ func (p *Instances) snapshot(ctx context.Context, tags map[string]string) (map[i
 			}
 		}
 	}
-	return snap, wake, nil
+	return snap, wake, gen, nil
 }
 
 // diff is the events that turn prev into next, sorted by ID.

@@ -24,7 +24,9 @@
 //
 // Listing reads files concurrently; ListCached with a Cache re-reads only
 // files whose version (inode, size, mtime, ctime) changed since the last
-// listing, which is what a long-lived provider polling 10k objects needs.
+// listing, and while the Cache follows the directory with inotify it looks
+// only at the files the kernel says changed, which is what a long-lived
+// provider listing 10k objects on every pass needs.
 package store
 
 import (

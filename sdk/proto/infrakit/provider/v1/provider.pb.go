@@ -1928,6 +1928,133 @@ func (x *FlavorHealthyResponse) GetDiagnostics() []*Diagnostic {
 	return nil
 }
 
+type FlavorHealthyBatchRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Type       string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Properties []byte                 `protobuf:"bytes,2,opt,name=properties,proto3" json:"properties,omitempty"`
+	// Each instance's tags are common_tags plus its own (its own win).
+	Instances []*InstanceDescription `protobuf:"bytes,3,rep,name=instances,proto3" json:"instances,omitempty"`
+	// The tags every instance of the batch carries, sent once: the members
+	// of a group share nearly all their tags, and repeating them per
+	// instance would be most of the message.
+	CommonTags    map[string]string `protobuf:"bytes,4,rep,name=common_tags,json=commonTags,proto3" json:"common_tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlavorHealthyBatchRequest) Reset() {
+	*x = FlavorHealthyBatchRequest{}
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlavorHealthyBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlavorHealthyBatchRequest) ProtoMessage() {}
+
+func (x *FlavorHealthyBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlavorHealthyBatchRequest.ProtoReflect.Descriptor instead.
+func (*FlavorHealthyBatchRequest) Descriptor() ([]byte, []int) {
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *FlavorHealthyBatchRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *FlavorHealthyBatchRequest) GetProperties() []byte {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
+}
+
+func (x *FlavorHealthyBatchRequest) GetInstances() []*InstanceDescription {
+	if x != nil {
+		return x.Instances
+	}
+	return nil
+}
+
+func (x *FlavorHealthyBatchRequest) GetCommonTags() map[string]string {
+	if x != nil {
+		return x.CommonTags
+	}
+	return nil
+}
+
+type FlavorHealthyBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per requested instance, in the request's order. An instance the
+	// flavor could not judge is HEALTH_UNKNOWN (a WARNING diagnostic may say
+	// why); an ERROR diagnostic fails the whole batch and carries no health.
+	Health        []Health      `protobuf:"varint,1,rep,packed,name=health,proto3,enum=infrakit.provider.v1.Health" json:"health,omitempty"`
+	Diagnostics   []*Diagnostic `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlavorHealthyBatchResponse) Reset() {
+	*x = FlavorHealthyBatchResponse{}
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlavorHealthyBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlavorHealthyBatchResponse) ProtoMessage() {}
+
+func (x *FlavorHealthyBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlavorHealthyBatchResponse.ProtoReflect.Descriptor instead.
+func (*FlavorHealthyBatchResponse) Descriptor() ([]byte, []int) {
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FlavorHealthyBatchResponse) GetHealth() []Health {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
+func (x *FlavorHealthyBatchResponse) GetDiagnostics() []*Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
 type FlavorDrainRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
@@ -1939,7 +2066,7 @@ type FlavorDrainRequest struct {
 
 func (x *FlavorDrainRequest) Reset() {
 	*x = FlavorDrainRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2078,7 @@ func (x *FlavorDrainRequest) String() string {
 func (*FlavorDrainRequest) ProtoMessage() {}
 
 func (x *FlavorDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2091,7 @@ func (x *FlavorDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorDrainRequest.ProtoReflect.Descriptor instead.
 func (*FlavorDrainRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{29}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FlavorDrainRequest) GetType() string {
@@ -1997,7 +2124,7 @@ type FlavorDrainResponse struct {
 
 func (x *FlavorDrainResponse) Reset() {
 	*x = FlavorDrainResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2136,7 @@ func (x *FlavorDrainResponse) String() string {
 func (*FlavorDrainResponse) ProtoMessage() {}
 
 func (x *FlavorDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2149,7 @@ func (x *FlavorDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorDrainResponse.ProtoReflect.Descriptor instead.
 func (*FlavorDrainResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{30}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FlavorDrainResponse) GetDiagnostics() []*Diagnostic {
@@ -2047,7 +2174,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2186,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2199,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{31}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Route) GetPort() int64 {
@@ -2123,7 +2250,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2262,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2275,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{32}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HealthCheck) GetBackendPort() int64 {
@@ -2196,7 +2323,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2335,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2348,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{33}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Backend) GetId() string {
@@ -2247,7 +2374,7 @@ type LoadBalancerRoutesRequest struct {
 
 func (x *LoadBalancerRoutesRequest) Reset() {
 	*x = LoadBalancerRoutesRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2386,7 @@ func (x *LoadBalancerRoutesRequest) String() string {
 func (*LoadBalancerRoutesRequest) ProtoMessage() {}
 
 func (x *LoadBalancerRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2399,7 @@ func (x *LoadBalancerRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerRoutesRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{34}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LoadBalancerRoutesRequest) GetName() string {
@@ -2292,7 +2419,7 @@ type LoadBalancerRoutesResponse struct {
 
 func (x *LoadBalancerRoutesResponse) Reset() {
 	*x = LoadBalancerRoutesResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2431,7 @@ func (x *LoadBalancerRoutesResponse) String() string {
 func (*LoadBalancerRoutesResponse) ProtoMessage() {}
 
 func (x *LoadBalancerRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2444,7 @@ func (x *LoadBalancerRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerRoutesResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{35}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LoadBalancerRoutesResponse) GetRoutes() []*Route {
@@ -2344,7 +2471,7 @@ type LoadBalancerPublishRequest struct {
 
 func (x *LoadBalancerPublishRequest) Reset() {
 	*x = LoadBalancerPublishRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2483,7 @@ func (x *LoadBalancerPublishRequest) String() string {
 func (*LoadBalancerPublishRequest) ProtoMessage() {}
 
 func (x *LoadBalancerPublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2496,7 @@ func (x *LoadBalancerPublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerPublishRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerPublishRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{36}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *LoadBalancerPublishRequest) GetName() string {
@@ -2395,7 +2522,7 @@ type LoadBalancerPublishResponse struct {
 
 func (x *LoadBalancerPublishResponse) Reset() {
 	*x = LoadBalancerPublishResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2534,7 @@ func (x *LoadBalancerPublishResponse) String() string {
 func (*LoadBalancerPublishResponse) ProtoMessage() {}
 
 func (x *LoadBalancerPublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2547,7 @@ func (x *LoadBalancerPublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerPublishResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerPublishResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{37}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LoadBalancerPublishResponse) GetDiagnostics() []*Diagnostic {
@@ -2440,7 +2567,7 @@ type LoadBalancerUnpublishRequest struct {
 
 func (x *LoadBalancerUnpublishRequest) Reset() {
 	*x = LoadBalancerUnpublishRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2579,7 @@ func (x *LoadBalancerUnpublishRequest) String() string {
 func (*LoadBalancerUnpublishRequest) ProtoMessage() {}
 
 func (x *LoadBalancerUnpublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2592,7 @@ func (x *LoadBalancerUnpublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerUnpublishRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerUnpublishRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{38}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LoadBalancerUnpublishRequest) GetName() string {
@@ -2491,7 +2618,7 @@ type LoadBalancerUnpublishResponse struct {
 
 func (x *LoadBalancerUnpublishResponse) Reset() {
 	*x = LoadBalancerUnpublishResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2630,7 @@ func (x *LoadBalancerUnpublishResponse) String() string {
 func (*LoadBalancerUnpublishResponse) ProtoMessage() {}
 
 func (x *LoadBalancerUnpublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2643,7 @@ func (x *LoadBalancerUnpublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerUnpublishResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerUnpublishResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{39}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LoadBalancerUnpublishResponse) GetDiagnostics() []*Diagnostic {
@@ -2536,7 +2663,7 @@ type LoadBalancerConfigureHealthCheckRequest struct {
 
 func (x *LoadBalancerConfigureHealthCheckRequest) Reset() {
 	*x = LoadBalancerConfigureHealthCheckRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2675,7 @@ func (x *LoadBalancerConfigureHealthCheckRequest) String() string {
 func (*LoadBalancerConfigureHealthCheckRequest) ProtoMessage() {}
 
 func (x *LoadBalancerConfigureHealthCheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2688,7 @@ func (x *LoadBalancerConfigureHealthCheckRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use LoadBalancerConfigureHealthCheckRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerConfigureHealthCheckRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{40}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LoadBalancerConfigureHealthCheckRequest) GetName() string {
@@ -2587,7 +2714,7 @@ type LoadBalancerConfigureHealthCheckResponse struct {
 
 func (x *LoadBalancerConfigureHealthCheckResponse) Reset() {
 	*x = LoadBalancerConfigureHealthCheckResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2726,7 @@ func (x *LoadBalancerConfigureHealthCheckResponse) String() string {
 func (*LoadBalancerConfigureHealthCheckResponse) ProtoMessage() {}
 
 func (x *LoadBalancerConfigureHealthCheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2739,7 @@ func (x *LoadBalancerConfigureHealthCheckResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use LoadBalancerConfigureHealthCheckResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerConfigureHealthCheckResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{41}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LoadBalancerConfigureHealthCheckResponse) GetDiagnostics() []*Diagnostic {
@@ -2631,7 +2758,7 @@ type LoadBalancerBackendsRequest struct {
 
 func (x *LoadBalancerBackendsRequest) Reset() {
 	*x = LoadBalancerBackendsRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2770,7 @@ func (x *LoadBalancerBackendsRequest) String() string {
 func (*LoadBalancerBackendsRequest) ProtoMessage() {}
 
 func (x *LoadBalancerBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2783,7 @@ func (x *LoadBalancerBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerBackendsRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{42}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LoadBalancerBackendsRequest) GetName() string {
@@ -2676,7 +2803,7 @@ type LoadBalancerBackendsResponse struct {
 
 func (x *LoadBalancerBackendsResponse) Reset() {
 	*x = LoadBalancerBackendsResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2815,7 @@ func (x *LoadBalancerBackendsResponse) String() string {
 func (*LoadBalancerBackendsResponse) ProtoMessage() {}
 
 func (x *LoadBalancerBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2828,7 @@ func (x *LoadBalancerBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerBackendsResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{43}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LoadBalancerBackendsResponse) GetBackends() []*Backend {
@@ -2728,7 +2855,7 @@ type LoadBalancerRegisterBackendsRequest struct {
 
 func (x *LoadBalancerRegisterBackendsRequest) Reset() {
 	*x = LoadBalancerRegisterBackendsRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2867,7 @@ func (x *LoadBalancerRegisterBackendsRequest) String() string {
 func (*LoadBalancerRegisterBackendsRequest) ProtoMessage() {}
 
 func (x *LoadBalancerRegisterBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2880,7 @@ func (x *LoadBalancerRegisterBackendsRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use LoadBalancerRegisterBackendsRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRegisterBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{44}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LoadBalancerRegisterBackendsRequest) GetName() string {
@@ -2779,7 +2906,7 @@ type LoadBalancerRegisterBackendsResponse struct {
 
 func (x *LoadBalancerRegisterBackendsResponse) Reset() {
 	*x = LoadBalancerRegisterBackendsResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +2918,7 @@ func (x *LoadBalancerRegisterBackendsResponse) String() string {
 func (*LoadBalancerRegisterBackendsResponse) ProtoMessage() {}
 
 func (x *LoadBalancerRegisterBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +2931,7 @@ func (x *LoadBalancerRegisterBackendsResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use LoadBalancerRegisterBackendsResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRegisterBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{45}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LoadBalancerRegisterBackendsResponse) GetDiagnostics() []*Diagnostic {
@@ -2824,7 +2951,7 @@ type LoadBalancerDeregisterBackendsRequest struct {
 
 func (x *LoadBalancerDeregisterBackendsRequest) Reset() {
 	*x = LoadBalancerDeregisterBackendsRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +2963,7 @@ func (x *LoadBalancerDeregisterBackendsRequest) String() string {
 func (*LoadBalancerDeregisterBackendsRequest) ProtoMessage() {}
 
 func (x *LoadBalancerDeregisterBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +2976,7 @@ func (x *LoadBalancerDeregisterBackendsRequest) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use LoadBalancerDeregisterBackendsRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerDeregisterBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{46}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LoadBalancerDeregisterBackendsRequest) GetName() string {
@@ -2875,7 +3002,7 @@ type LoadBalancerDeregisterBackendsResponse struct {
 
 func (x *LoadBalancerDeregisterBackendsResponse) Reset() {
 	*x = LoadBalancerDeregisterBackendsResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2887,7 +3014,7 @@ func (x *LoadBalancerDeregisterBackendsResponse) String() string {
 func (*LoadBalancerDeregisterBackendsResponse) ProtoMessage() {}
 
 func (x *LoadBalancerDeregisterBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2900,7 +3027,7 @@ func (x *LoadBalancerDeregisterBackendsResponse) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use LoadBalancerDeregisterBackendsResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerDeregisterBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{47}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LoadBalancerDeregisterBackendsResponse) GetDiagnostics() []*Diagnostic {
@@ -2927,7 +3054,7 @@ type Authorization struct {
 
 func (x *Authorization) Reset() {
 	*x = Authorization{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2939,7 +3066,7 @@ func (x *Authorization) String() string {
 func (*Authorization) ProtoMessage() {}
 
 func (x *Authorization) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3079,7 @@ func (x *Authorization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Authorization.ProtoReflect.Descriptor instead.
 func (*Authorization) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{48}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Authorization) GetId() string {
@@ -3014,7 +3141,7 @@ type AuthorizerValidateRequest struct {
 
 func (x *AuthorizerValidateRequest) Reset() {
 	*x = AuthorizerValidateRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3026,7 +3153,7 @@ func (x *AuthorizerValidateRequest) String() string {
 func (*AuthorizerValidateRequest) ProtoMessage() {}
 
 func (x *AuthorizerValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3039,7 +3166,7 @@ func (x *AuthorizerValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerValidateRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerValidateRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{49}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AuthorizerValidateRequest) GetType() string {
@@ -3065,7 +3192,7 @@ type AuthorizerValidateResponse struct {
 
 func (x *AuthorizerValidateResponse) Reset() {
 	*x = AuthorizerValidateResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3204,7 @@ func (x *AuthorizerValidateResponse) String() string {
 func (*AuthorizerValidateResponse) ProtoMessage() {}
 
 func (x *AuthorizerValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3217,7 @@ func (x *AuthorizerValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerValidateResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerValidateResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{50}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AuthorizerValidateResponse) GetDiagnostics() []*Diagnostic {
@@ -3109,7 +3236,7 @@ type AuthorizerDescribeRequest struct {
 
 func (x *AuthorizerDescribeRequest) Reset() {
 	*x = AuthorizerDescribeRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3121,7 +3248,7 @@ func (x *AuthorizerDescribeRequest) String() string {
 func (*AuthorizerDescribeRequest) ProtoMessage() {}
 
 func (x *AuthorizerDescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3134,7 +3261,7 @@ func (x *AuthorizerDescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerDescribeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerDescribeRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{51}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AuthorizerDescribeRequest) GetType() string {
@@ -3154,7 +3281,7 @@ type AuthorizerDescribeResponse struct {
 
 func (x *AuthorizerDescribeResponse) Reset() {
 	*x = AuthorizerDescribeResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3293,7 @@ func (x *AuthorizerDescribeResponse) String() string {
 func (*AuthorizerDescribeResponse) ProtoMessage() {}
 
 func (x *AuthorizerDescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3306,7 @@ func (x *AuthorizerDescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerDescribeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerDescribeResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{52}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AuthorizerDescribeResponse) GetAuthorizations() []*Authorization {
@@ -3206,7 +3333,7 @@ type AuthorizerAuthorizeRequest struct {
 
 func (x *AuthorizerAuthorizeRequest) Reset() {
 	*x = AuthorizerAuthorizeRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3345,7 @@ func (x *AuthorizerAuthorizeRequest) String() string {
 func (*AuthorizerAuthorizeRequest) ProtoMessage() {}
 
 func (x *AuthorizerAuthorizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3358,7 @@ func (x *AuthorizerAuthorizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerAuthorizeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerAuthorizeRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{53}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AuthorizerAuthorizeRequest) GetType() string {
@@ -3258,7 +3385,7 @@ type AuthorizerAuthorizeResponse struct {
 
 func (x *AuthorizerAuthorizeResponse) Reset() {
 	*x = AuthorizerAuthorizeResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +3397,7 @@ func (x *AuthorizerAuthorizeResponse) String() string {
 func (*AuthorizerAuthorizeResponse) ProtoMessage() {}
 
 func (x *AuthorizerAuthorizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3283,7 +3410,7 @@ func (x *AuthorizerAuthorizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerAuthorizeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerAuthorizeResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{54}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AuthorizerAuthorizeResponse) GetId() string {
@@ -3310,7 +3437,7 @@ type AuthorizerRevokeRequest struct {
 
 func (x *AuthorizerRevokeRequest) Reset() {
 	*x = AuthorizerRevokeRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3449,7 @@ func (x *AuthorizerRevokeRequest) String() string {
 func (*AuthorizerRevokeRequest) ProtoMessage() {}
 
 func (x *AuthorizerRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3462,7 @@ func (x *AuthorizerRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{55}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AuthorizerRevokeRequest) GetType() string {
@@ -3361,7 +3488,7 @@ type AuthorizerRevokeResponse struct {
 
 func (x *AuthorizerRevokeResponse) Reset() {
 	*x = AuthorizerRevokeResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3373,7 +3500,7 @@ func (x *AuthorizerRevokeResponse) String() string {
 func (*AuthorizerRevokeResponse) ProtoMessage() {}
 
 func (x *AuthorizerRevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3386,7 +3513,7 @@ func (x *AuthorizerRevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerRevokeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerRevokeResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{56}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AuthorizerRevokeResponse) GetDiagnostics() []*Diagnostic {
@@ -3408,7 +3535,7 @@ type Schema_Attribute struct {
 
 func (x *Schema_Attribute) Reset() {
 	*x = Schema_Attribute{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[59]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +3547,7 @@ func (x *Schema_Attribute) String() string {
 func (*Schema_Attribute) ProtoMessage() {}
 
 func (x *Schema_Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[59]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3618,6 +3745,20 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\binstance\x18\x03 \x01(\v2).infrakit.provider.v1.InstanceDescriptionR\binstance\"\x91\x01\n" +
 	"\x15FlavorHealthyResponse\x124\n" +
 	"\x06health\x18\x01 \x01(\x0e2\x1c.infrakit.provider.v1.HealthR\x06health\x12B\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"\xb9\x02\n" +
+	"\x19FlavorHealthyBatchRequest\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1e\n" +
+	"\n" +
+	"properties\x18\x02 \x01(\fR\n" +
+	"properties\x12G\n" +
+	"\tinstances\x18\x03 \x03(\v2).infrakit.provider.v1.InstanceDescriptionR\tinstances\x12`\n" +
+	"\vcommon_tags\x18\x04 \x03(\v2?.infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntryR\n" +
+	"commonTags\x1a=\n" +
+	"\x0fCommonTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x96\x01\n" +
+	"\x1aFlavorHealthyBatchResponse\x124\n" +
+	"\x06health\x18\x01 \x03(\x0e2\x1c.infrakit.provider.v1.HealthR\x06health\x12B\n" +
 	"\vdiagnostics\x18\x02 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"\x8f\x01\n" +
 	"\x12FlavorDrainRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1e\n" +
@@ -3737,12 +3878,13 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\x05Label\x12*.infrakit.provider.v1.InstanceLabelRequest\x1a+.infrakit.provider.v1.InstanceLabelResponse\x12f\n" +
 	"\aDestroy\x12,.infrakit.provider.v1.InstanceDestroyRequest\x1a-.infrakit.provider.v1.InstanceDestroyResponse\x12\x84\x01\n" +
 	"\x11DescribeInstances\x126.infrakit.provider.v1.InstanceDescribeInstancesRequest\x1a7.infrakit.provider.v1.InstanceDescribeInstancesResponse\x12b\n" +
-	"\x05Watch\x12*.infrakit.provider.v1.InstanceWatchRequest\x1a+.infrakit.provider.v1.InstanceWatchResponse0\x012\x95\x03\n" +
+	"\x05Watch\x12*.infrakit.provider.v1.InstanceWatchRequest\x1a+.infrakit.provider.v1.InstanceWatchResponse0\x012\x88\x04\n" +
 	"\x06Flavor\x12e\n" +
 	"\bValidate\x12+.infrakit.provider.v1.FlavorValidateRequest\x1a,.infrakit.provider.v1.FlavorValidateResponse\x12b\n" +
 	"\aPrepare\x12*.infrakit.provider.v1.FlavorPrepareRequest\x1a+.infrakit.provider.v1.FlavorPrepareResponse\x12b\n" +
 	"\aHealthy\x12*.infrakit.provider.v1.FlavorHealthyRequest\x1a+.infrakit.provider.v1.FlavorHealthyResponse\x12\\\n" +
-	"\x05Drain\x12(.infrakit.provider.v1.FlavorDrainRequest\x1a).infrakit.provider.v1.FlavorDrainResponse2\x8a\a\n" +
+	"\x05Drain\x12(.infrakit.provider.v1.FlavorDrainRequest\x1a).infrakit.provider.v1.FlavorDrainResponse\x12q\n" +
+	"\fHealthyBatch\x12/.infrakit.provider.v1.FlavorHealthyBatchRequest\x1a0.infrakit.provider.v1.FlavorHealthyBatchResponse2\x8a\a\n" +
 	"\fLoadBalancer\x12k\n" +
 	"\x06Routes\x12/.infrakit.provider.v1.LoadBalancerRoutesRequest\x1a0.infrakit.provider.v1.LoadBalancerRoutesResponse\x12n\n" +
 	"\aPublish\x120.infrakit.provider.v1.LoadBalancerPublishRequest\x1a1.infrakit.provider.v1.LoadBalancerPublishResponse\x12t\n" +
@@ -3771,7 +3913,7 @@ func file_infrakit_provider_v1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_infrakit_provider_v1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_infrakit_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_infrakit_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_infrakit_provider_v1_provider_proto_goTypes = []any{
 	(InstanceState)(0),                               // 0: infrakit.provider.v1.InstanceState
 	(Kind)(0),                                        // 1: infrakit.provider.v1.Kind
@@ -3807,66 +3949,69 @@ var file_infrakit_provider_v1_provider_proto_goTypes = []any{
 	(*FlavorPrepareResponse)(nil),                    // 31: infrakit.provider.v1.FlavorPrepareResponse
 	(*FlavorHealthyRequest)(nil),                     // 32: infrakit.provider.v1.FlavorHealthyRequest
 	(*FlavorHealthyResponse)(nil),                    // 33: infrakit.provider.v1.FlavorHealthyResponse
-	(*FlavorDrainRequest)(nil),                       // 34: infrakit.provider.v1.FlavorDrainRequest
-	(*FlavorDrainResponse)(nil),                      // 35: infrakit.provider.v1.FlavorDrainResponse
-	(*Route)(nil),                                    // 36: infrakit.provider.v1.Route
-	(*HealthCheck)(nil),                              // 37: infrakit.provider.v1.HealthCheck
-	(*Backend)(nil),                                  // 38: infrakit.provider.v1.Backend
-	(*LoadBalancerRoutesRequest)(nil),                // 39: infrakit.provider.v1.LoadBalancerRoutesRequest
-	(*LoadBalancerRoutesResponse)(nil),               // 40: infrakit.provider.v1.LoadBalancerRoutesResponse
-	(*LoadBalancerPublishRequest)(nil),               // 41: infrakit.provider.v1.LoadBalancerPublishRequest
-	(*LoadBalancerPublishResponse)(nil),              // 42: infrakit.provider.v1.LoadBalancerPublishResponse
-	(*LoadBalancerUnpublishRequest)(nil),             // 43: infrakit.provider.v1.LoadBalancerUnpublishRequest
-	(*LoadBalancerUnpublishResponse)(nil),            // 44: infrakit.provider.v1.LoadBalancerUnpublishResponse
-	(*LoadBalancerConfigureHealthCheckRequest)(nil),  // 45: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
-	(*LoadBalancerConfigureHealthCheckResponse)(nil), // 46: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
-	(*LoadBalancerBackendsRequest)(nil),              // 47: infrakit.provider.v1.LoadBalancerBackendsRequest
-	(*LoadBalancerBackendsResponse)(nil),             // 48: infrakit.provider.v1.LoadBalancerBackendsResponse
-	(*LoadBalancerRegisterBackendsRequest)(nil),      // 49: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
-	(*LoadBalancerRegisterBackendsResponse)(nil),     // 50: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
-	(*LoadBalancerDeregisterBackendsRequest)(nil),    // 51: infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
-	(*LoadBalancerDeregisterBackendsResponse)(nil),   // 52: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
-	(*Authorization)(nil),                            // 53: infrakit.provider.v1.Authorization
-	(*AuthorizerValidateRequest)(nil),                // 54: infrakit.provider.v1.AuthorizerValidateRequest
-	(*AuthorizerValidateResponse)(nil),               // 55: infrakit.provider.v1.AuthorizerValidateResponse
-	(*AuthorizerDescribeRequest)(nil),                // 56: infrakit.provider.v1.AuthorizerDescribeRequest
-	(*AuthorizerDescribeResponse)(nil),               // 57: infrakit.provider.v1.AuthorizerDescribeResponse
-	(*AuthorizerAuthorizeRequest)(nil),               // 58: infrakit.provider.v1.AuthorizerAuthorizeRequest
-	(*AuthorizerAuthorizeResponse)(nil),              // 59: infrakit.provider.v1.AuthorizerAuthorizeResponse
-	(*AuthorizerRevokeRequest)(nil),                  // 60: infrakit.provider.v1.AuthorizerRevokeRequest
-	(*AuthorizerRevokeResponse)(nil),                 // 61: infrakit.provider.v1.AuthorizerRevokeResponse
-	nil,                                              // 62: infrakit.provider.v1.InstanceSpec.TagsEntry
-	nil,                                              // 63: infrakit.provider.v1.InstanceDescription.TagsEntry
-	(*Schema_Attribute)(nil),                         // 64: infrakit.provider.v1.Schema.Attribute
-	nil,                                              // 65: infrakit.provider.v1.Schema.AttributesEntry
-	nil,                                              // 66: infrakit.provider.v1.InstanceLabelRequest.TagsEntry
-	nil,                                              // 67: infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
-	nil,                                              // 68: infrakit.provider.v1.InstanceWatchRequest.TagsEntry
-	nil,                                              // 69: infrakit.provider.v1.Authorization.TagsEntry
-	(*durationpb.Duration)(nil),                      // 70: google.protobuf.Duration
+	(*FlavorHealthyBatchRequest)(nil),                // 34: infrakit.provider.v1.FlavorHealthyBatchRequest
+	(*FlavorHealthyBatchResponse)(nil),               // 35: infrakit.provider.v1.FlavorHealthyBatchResponse
+	(*FlavorDrainRequest)(nil),                       // 36: infrakit.provider.v1.FlavorDrainRequest
+	(*FlavorDrainResponse)(nil),                      // 37: infrakit.provider.v1.FlavorDrainResponse
+	(*Route)(nil),                                    // 38: infrakit.provider.v1.Route
+	(*HealthCheck)(nil),                              // 39: infrakit.provider.v1.HealthCheck
+	(*Backend)(nil),                                  // 40: infrakit.provider.v1.Backend
+	(*LoadBalancerRoutesRequest)(nil),                // 41: infrakit.provider.v1.LoadBalancerRoutesRequest
+	(*LoadBalancerRoutesResponse)(nil),               // 42: infrakit.provider.v1.LoadBalancerRoutesResponse
+	(*LoadBalancerPublishRequest)(nil),               // 43: infrakit.provider.v1.LoadBalancerPublishRequest
+	(*LoadBalancerPublishResponse)(nil),              // 44: infrakit.provider.v1.LoadBalancerPublishResponse
+	(*LoadBalancerUnpublishRequest)(nil),             // 45: infrakit.provider.v1.LoadBalancerUnpublishRequest
+	(*LoadBalancerUnpublishResponse)(nil),            // 46: infrakit.provider.v1.LoadBalancerUnpublishResponse
+	(*LoadBalancerConfigureHealthCheckRequest)(nil),  // 47: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
+	(*LoadBalancerConfigureHealthCheckResponse)(nil), // 48: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
+	(*LoadBalancerBackendsRequest)(nil),              // 49: infrakit.provider.v1.LoadBalancerBackendsRequest
+	(*LoadBalancerBackendsResponse)(nil),             // 50: infrakit.provider.v1.LoadBalancerBackendsResponse
+	(*LoadBalancerRegisterBackendsRequest)(nil),      // 51: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
+	(*LoadBalancerRegisterBackendsResponse)(nil),     // 52: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
+	(*LoadBalancerDeregisterBackendsRequest)(nil),    // 53: infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
+	(*LoadBalancerDeregisterBackendsResponse)(nil),   // 54: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
+	(*Authorization)(nil),                            // 55: infrakit.provider.v1.Authorization
+	(*AuthorizerValidateRequest)(nil),                // 56: infrakit.provider.v1.AuthorizerValidateRequest
+	(*AuthorizerValidateResponse)(nil),               // 57: infrakit.provider.v1.AuthorizerValidateResponse
+	(*AuthorizerDescribeRequest)(nil),                // 58: infrakit.provider.v1.AuthorizerDescribeRequest
+	(*AuthorizerDescribeResponse)(nil),               // 59: infrakit.provider.v1.AuthorizerDescribeResponse
+	(*AuthorizerAuthorizeRequest)(nil),               // 60: infrakit.provider.v1.AuthorizerAuthorizeRequest
+	(*AuthorizerAuthorizeResponse)(nil),              // 61: infrakit.provider.v1.AuthorizerAuthorizeResponse
+	(*AuthorizerRevokeRequest)(nil),                  // 62: infrakit.provider.v1.AuthorizerRevokeRequest
+	(*AuthorizerRevokeResponse)(nil),                 // 63: infrakit.provider.v1.AuthorizerRevokeResponse
+	nil,                                              // 64: infrakit.provider.v1.InstanceSpec.TagsEntry
+	nil,                                              // 65: infrakit.provider.v1.InstanceDescription.TagsEntry
+	(*Schema_Attribute)(nil),                         // 66: infrakit.provider.v1.Schema.Attribute
+	nil,                                              // 67: infrakit.provider.v1.Schema.AttributesEntry
+	nil,                                              // 68: infrakit.provider.v1.InstanceLabelRequest.TagsEntry
+	nil,                                              // 69: infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
+	nil,                                              // 70: infrakit.provider.v1.InstanceWatchRequest.TagsEntry
+	nil,                                              // 71: infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
+	nil,                                              // 72: infrakit.provider.v1.Authorization.TagsEntry
+	(*durationpb.Duration)(nil),                      // 73: google.protobuf.Duration
 }
 var file_infrakit_provider_v1_provider_proto_depIdxs = []int32{
 	3,  // 0: infrakit.provider.v1.Diagnostic.severity:type_name -> infrakit.provider.v1.Diagnostic.Severity
-	62, // 1: infrakit.provider.v1.InstanceSpec.tags:type_name -> infrakit.provider.v1.InstanceSpec.TagsEntry
+	64, // 1: infrakit.provider.v1.InstanceSpec.tags:type_name -> infrakit.provider.v1.InstanceSpec.TagsEntry
 	6,  // 2: infrakit.provider.v1.InstanceSpec.attachments:type_name -> infrakit.provider.v1.Attachment
-	63, // 3: infrakit.provider.v1.InstanceDescription.tags:type_name -> infrakit.provider.v1.InstanceDescription.TagsEntry
+	65, // 3: infrakit.provider.v1.InstanceDescription.tags:type_name -> infrakit.provider.v1.InstanceDescription.TagsEntry
 	0,  // 4: infrakit.provider.v1.InstanceDescription.state:type_name -> infrakit.provider.v1.InstanceState
 	4,  // 5: infrakit.provider.v1.InstanceEvent.type:type_name -> infrakit.provider.v1.InstanceEvent.Type
 	8,  // 6: infrakit.provider.v1.InstanceEvent.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	65, // 7: infrakit.provider.v1.Schema.attributes:type_name -> infrakit.provider.v1.Schema.AttributesEntry
+	67, // 7: infrakit.provider.v1.Schema.attributes:type_name -> infrakit.provider.v1.Schema.AttributesEntry
 	1,  // 8: infrakit.provider.v1.Object.kind:type_name -> infrakit.provider.v1.Kind
 	10, // 9: infrakit.provider.v1.Object.schema:type_name -> infrakit.provider.v1.Schema
 	11, // 10: infrakit.provider.v1.ProviderMetadataResponse.objects:type_name -> infrakit.provider.v1.Object
 	5,  // 11: infrakit.provider.v1.InstanceValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
 	7,  // 12: infrakit.provider.v1.InstanceProvisionRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
 	5,  // 13: infrakit.provider.v1.InstanceProvisionResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	66, // 14: infrakit.provider.v1.InstanceLabelRequest.tags:type_name -> infrakit.provider.v1.InstanceLabelRequest.TagsEntry
+	68, // 14: infrakit.provider.v1.InstanceLabelRequest.tags:type_name -> infrakit.provider.v1.InstanceLabelRequest.TagsEntry
 	5,  // 15: infrakit.provider.v1.InstanceLabelResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
 	5,  // 16: infrakit.provider.v1.InstanceDestroyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	67, // 17: infrakit.provider.v1.InstanceDescribeInstancesRequest.tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
+	69, // 17: infrakit.provider.v1.InstanceDescribeInstancesRequest.tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
 	8,  // 18: infrakit.provider.v1.InstanceDescribeInstancesResponse.instances:type_name -> infrakit.provider.v1.InstanceDescription
 	5,  // 19: infrakit.provider.v1.InstanceDescribeInstancesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	68, // 20: infrakit.provider.v1.InstanceWatchRequest.tags:type_name -> infrakit.provider.v1.InstanceWatchRequest.TagsEntry
+	70, // 20: infrakit.provider.v1.InstanceWatchRequest.tags:type_name -> infrakit.provider.v1.InstanceWatchRequest.TagsEntry
 	9,  // 21: infrakit.provider.v1.InstanceWatchResponse.event:type_name -> infrakit.provider.v1.InstanceEvent
 	5,  // 22: infrakit.provider.v1.InstanceWatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
 	26, // 23: infrakit.provider.v1.FlavorValidateRequest.allocation:type_name -> infrakit.provider.v1.Allocation
@@ -3879,79 +4024,85 @@ var file_infrakit_provider_v1_provider_proto_depIdxs = []int32{
 	8,  // 30: infrakit.provider.v1.FlavorHealthyRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
 	2,  // 31: infrakit.provider.v1.FlavorHealthyResponse.health:type_name -> infrakit.provider.v1.Health
 	5,  // 32: infrakit.provider.v1.FlavorHealthyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 33: infrakit.provider.v1.FlavorDrainRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	5,  // 34: infrakit.provider.v1.FlavorDrainResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	70, // 35: infrakit.provider.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	70, // 36: infrakit.provider.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	36, // 37: infrakit.provider.v1.LoadBalancerRoutesResponse.routes:type_name -> infrakit.provider.v1.Route
-	5,  // 38: infrakit.provider.v1.LoadBalancerRoutesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	36, // 39: infrakit.provider.v1.LoadBalancerPublishRequest.route:type_name -> infrakit.provider.v1.Route
-	5,  // 40: infrakit.provider.v1.LoadBalancerPublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 41: infrakit.provider.v1.LoadBalancerUnpublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	37, // 42: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest.health_check:type_name -> infrakit.provider.v1.HealthCheck
-	5,  // 43: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	38, // 44: infrakit.provider.v1.LoadBalancerBackendsResponse.backends:type_name -> infrakit.provider.v1.Backend
-	5,  // 45: infrakit.provider.v1.LoadBalancerBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	38, // 46: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest.backends:type_name -> infrakit.provider.v1.Backend
-	5,  // 47: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 48: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	69, // 49: infrakit.provider.v1.Authorization.tags:type_name -> infrakit.provider.v1.Authorization.TagsEntry
-	5,  // 50: infrakit.provider.v1.AuthorizerValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	53, // 51: infrakit.provider.v1.AuthorizerDescribeResponse.authorizations:type_name -> infrakit.provider.v1.Authorization
-	5,  // 52: infrakit.provider.v1.AuthorizerDescribeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	53, // 53: infrakit.provider.v1.AuthorizerAuthorizeRequest.authorization:type_name -> infrakit.provider.v1.Authorization
-	5,  // 54: infrakit.provider.v1.AuthorizerAuthorizeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 55: infrakit.provider.v1.AuthorizerRevokeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	64, // 56: infrakit.provider.v1.Schema.AttributesEntry.value:type_name -> infrakit.provider.v1.Schema.Attribute
-	12, // 57: infrakit.provider.v1.Provider.Metadata:input_type -> infrakit.provider.v1.ProviderMetadataRequest
-	14, // 58: infrakit.provider.v1.Instance.Validate:input_type -> infrakit.provider.v1.InstanceValidateRequest
-	16, // 59: infrakit.provider.v1.Instance.Provision:input_type -> infrakit.provider.v1.InstanceProvisionRequest
-	18, // 60: infrakit.provider.v1.Instance.Label:input_type -> infrakit.provider.v1.InstanceLabelRequest
-	20, // 61: infrakit.provider.v1.Instance.Destroy:input_type -> infrakit.provider.v1.InstanceDestroyRequest
-	22, // 62: infrakit.provider.v1.Instance.DescribeInstances:input_type -> infrakit.provider.v1.InstanceDescribeInstancesRequest
-	24, // 63: infrakit.provider.v1.Instance.Watch:input_type -> infrakit.provider.v1.InstanceWatchRequest
-	28, // 64: infrakit.provider.v1.Flavor.Validate:input_type -> infrakit.provider.v1.FlavorValidateRequest
-	30, // 65: infrakit.provider.v1.Flavor.Prepare:input_type -> infrakit.provider.v1.FlavorPrepareRequest
-	32, // 66: infrakit.provider.v1.Flavor.Healthy:input_type -> infrakit.provider.v1.FlavorHealthyRequest
-	34, // 67: infrakit.provider.v1.Flavor.Drain:input_type -> infrakit.provider.v1.FlavorDrainRequest
-	39, // 68: infrakit.provider.v1.LoadBalancer.Routes:input_type -> infrakit.provider.v1.LoadBalancerRoutesRequest
-	41, // 69: infrakit.provider.v1.LoadBalancer.Publish:input_type -> infrakit.provider.v1.LoadBalancerPublishRequest
-	43, // 70: infrakit.provider.v1.LoadBalancer.Unpublish:input_type -> infrakit.provider.v1.LoadBalancerUnpublishRequest
-	45, // 71: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:input_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
-	47, // 72: infrakit.provider.v1.LoadBalancer.Backends:input_type -> infrakit.provider.v1.LoadBalancerBackendsRequest
-	49, // 73: infrakit.provider.v1.LoadBalancer.RegisterBackends:input_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
-	51, // 74: infrakit.provider.v1.LoadBalancer.DeregisterBackends:input_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
-	54, // 75: infrakit.provider.v1.Authorizer.Validate:input_type -> infrakit.provider.v1.AuthorizerValidateRequest
-	56, // 76: infrakit.provider.v1.Authorizer.Describe:input_type -> infrakit.provider.v1.AuthorizerDescribeRequest
-	58, // 77: infrakit.provider.v1.Authorizer.Authorize:input_type -> infrakit.provider.v1.AuthorizerAuthorizeRequest
-	60, // 78: infrakit.provider.v1.Authorizer.Revoke:input_type -> infrakit.provider.v1.AuthorizerRevokeRequest
-	13, // 79: infrakit.provider.v1.Provider.Metadata:output_type -> infrakit.provider.v1.ProviderMetadataResponse
-	15, // 80: infrakit.provider.v1.Instance.Validate:output_type -> infrakit.provider.v1.InstanceValidateResponse
-	17, // 81: infrakit.provider.v1.Instance.Provision:output_type -> infrakit.provider.v1.InstanceProvisionResponse
-	19, // 82: infrakit.provider.v1.Instance.Label:output_type -> infrakit.provider.v1.InstanceLabelResponse
-	21, // 83: infrakit.provider.v1.Instance.Destroy:output_type -> infrakit.provider.v1.InstanceDestroyResponse
-	23, // 84: infrakit.provider.v1.Instance.DescribeInstances:output_type -> infrakit.provider.v1.InstanceDescribeInstancesResponse
-	25, // 85: infrakit.provider.v1.Instance.Watch:output_type -> infrakit.provider.v1.InstanceWatchResponse
-	29, // 86: infrakit.provider.v1.Flavor.Validate:output_type -> infrakit.provider.v1.FlavorValidateResponse
-	31, // 87: infrakit.provider.v1.Flavor.Prepare:output_type -> infrakit.provider.v1.FlavorPrepareResponse
-	33, // 88: infrakit.provider.v1.Flavor.Healthy:output_type -> infrakit.provider.v1.FlavorHealthyResponse
-	35, // 89: infrakit.provider.v1.Flavor.Drain:output_type -> infrakit.provider.v1.FlavorDrainResponse
-	40, // 90: infrakit.provider.v1.LoadBalancer.Routes:output_type -> infrakit.provider.v1.LoadBalancerRoutesResponse
-	42, // 91: infrakit.provider.v1.LoadBalancer.Publish:output_type -> infrakit.provider.v1.LoadBalancerPublishResponse
-	44, // 92: infrakit.provider.v1.LoadBalancer.Unpublish:output_type -> infrakit.provider.v1.LoadBalancerUnpublishResponse
-	46, // 93: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:output_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
-	48, // 94: infrakit.provider.v1.LoadBalancer.Backends:output_type -> infrakit.provider.v1.LoadBalancerBackendsResponse
-	50, // 95: infrakit.provider.v1.LoadBalancer.RegisterBackends:output_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
-	52, // 96: infrakit.provider.v1.LoadBalancer.DeregisterBackends:output_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
-	55, // 97: infrakit.provider.v1.Authorizer.Validate:output_type -> infrakit.provider.v1.AuthorizerValidateResponse
-	57, // 98: infrakit.provider.v1.Authorizer.Describe:output_type -> infrakit.provider.v1.AuthorizerDescribeResponse
-	59, // 99: infrakit.provider.v1.Authorizer.Authorize:output_type -> infrakit.provider.v1.AuthorizerAuthorizeResponse
-	61, // 100: infrakit.provider.v1.Authorizer.Revoke:output_type -> infrakit.provider.v1.AuthorizerRevokeResponse
-	79, // [79:101] is the sub-list for method output_type
-	57, // [57:79] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	8,  // 33: infrakit.provider.v1.FlavorHealthyBatchRequest.instances:type_name -> infrakit.provider.v1.InstanceDescription
+	71, // 34: infrakit.provider.v1.FlavorHealthyBatchRequest.common_tags:type_name -> infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
+	2,  // 35: infrakit.provider.v1.FlavorHealthyBatchResponse.health:type_name -> infrakit.provider.v1.Health
+	5,  // 36: infrakit.provider.v1.FlavorHealthyBatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 37: infrakit.provider.v1.FlavorDrainRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
+	5,  // 38: infrakit.provider.v1.FlavorDrainResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	73, // 39: infrakit.provider.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	73, // 40: infrakit.provider.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	38, // 41: infrakit.provider.v1.LoadBalancerRoutesResponse.routes:type_name -> infrakit.provider.v1.Route
+	5,  // 42: infrakit.provider.v1.LoadBalancerRoutesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	38, // 43: infrakit.provider.v1.LoadBalancerPublishRequest.route:type_name -> infrakit.provider.v1.Route
+	5,  // 44: infrakit.provider.v1.LoadBalancerPublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 45: infrakit.provider.v1.LoadBalancerUnpublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	39, // 46: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest.health_check:type_name -> infrakit.provider.v1.HealthCheck
+	5,  // 47: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	40, // 48: infrakit.provider.v1.LoadBalancerBackendsResponse.backends:type_name -> infrakit.provider.v1.Backend
+	5,  // 49: infrakit.provider.v1.LoadBalancerBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	40, // 50: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest.backends:type_name -> infrakit.provider.v1.Backend
+	5,  // 51: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 52: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	72, // 53: infrakit.provider.v1.Authorization.tags:type_name -> infrakit.provider.v1.Authorization.TagsEntry
+	5,  // 54: infrakit.provider.v1.AuthorizerValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	55, // 55: infrakit.provider.v1.AuthorizerDescribeResponse.authorizations:type_name -> infrakit.provider.v1.Authorization
+	5,  // 56: infrakit.provider.v1.AuthorizerDescribeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	55, // 57: infrakit.provider.v1.AuthorizerAuthorizeRequest.authorization:type_name -> infrakit.provider.v1.Authorization
+	5,  // 58: infrakit.provider.v1.AuthorizerAuthorizeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 59: infrakit.provider.v1.AuthorizerRevokeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	66, // 60: infrakit.provider.v1.Schema.AttributesEntry.value:type_name -> infrakit.provider.v1.Schema.Attribute
+	12, // 61: infrakit.provider.v1.Provider.Metadata:input_type -> infrakit.provider.v1.ProviderMetadataRequest
+	14, // 62: infrakit.provider.v1.Instance.Validate:input_type -> infrakit.provider.v1.InstanceValidateRequest
+	16, // 63: infrakit.provider.v1.Instance.Provision:input_type -> infrakit.provider.v1.InstanceProvisionRequest
+	18, // 64: infrakit.provider.v1.Instance.Label:input_type -> infrakit.provider.v1.InstanceLabelRequest
+	20, // 65: infrakit.provider.v1.Instance.Destroy:input_type -> infrakit.provider.v1.InstanceDestroyRequest
+	22, // 66: infrakit.provider.v1.Instance.DescribeInstances:input_type -> infrakit.provider.v1.InstanceDescribeInstancesRequest
+	24, // 67: infrakit.provider.v1.Instance.Watch:input_type -> infrakit.provider.v1.InstanceWatchRequest
+	28, // 68: infrakit.provider.v1.Flavor.Validate:input_type -> infrakit.provider.v1.FlavorValidateRequest
+	30, // 69: infrakit.provider.v1.Flavor.Prepare:input_type -> infrakit.provider.v1.FlavorPrepareRequest
+	32, // 70: infrakit.provider.v1.Flavor.Healthy:input_type -> infrakit.provider.v1.FlavorHealthyRequest
+	36, // 71: infrakit.provider.v1.Flavor.Drain:input_type -> infrakit.provider.v1.FlavorDrainRequest
+	34, // 72: infrakit.provider.v1.Flavor.HealthyBatch:input_type -> infrakit.provider.v1.FlavorHealthyBatchRequest
+	41, // 73: infrakit.provider.v1.LoadBalancer.Routes:input_type -> infrakit.provider.v1.LoadBalancerRoutesRequest
+	43, // 74: infrakit.provider.v1.LoadBalancer.Publish:input_type -> infrakit.provider.v1.LoadBalancerPublishRequest
+	45, // 75: infrakit.provider.v1.LoadBalancer.Unpublish:input_type -> infrakit.provider.v1.LoadBalancerUnpublishRequest
+	47, // 76: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:input_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
+	49, // 77: infrakit.provider.v1.LoadBalancer.Backends:input_type -> infrakit.provider.v1.LoadBalancerBackendsRequest
+	51, // 78: infrakit.provider.v1.LoadBalancer.RegisterBackends:input_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
+	53, // 79: infrakit.provider.v1.LoadBalancer.DeregisterBackends:input_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
+	56, // 80: infrakit.provider.v1.Authorizer.Validate:input_type -> infrakit.provider.v1.AuthorizerValidateRequest
+	58, // 81: infrakit.provider.v1.Authorizer.Describe:input_type -> infrakit.provider.v1.AuthorizerDescribeRequest
+	60, // 82: infrakit.provider.v1.Authorizer.Authorize:input_type -> infrakit.provider.v1.AuthorizerAuthorizeRequest
+	62, // 83: infrakit.provider.v1.Authorizer.Revoke:input_type -> infrakit.provider.v1.AuthorizerRevokeRequest
+	13, // 84: infrakit.provider.v1.Provider.Metadata:output_type -> infrakit.provider.v1.ProviderMetadataResponse
+	15, // 85: infrakit.provider.v1.Instance.Validate:output_type -> infrakit.provider.v1.InstanceValidateResponse
+	17, // 86: infrakit.provider.v1.Instance.Provision:output_type -> infrakit.provider.v1.InstanceProvisionResponse
+	19, // 87: infrakit.provider.v1.Instance.Label:output_type -> infrakit.provider.v1.InstanceLabelResponse
+	21, // 88: infrakit.provider.v1.Instance.Destroy:output_type -> infrakit.provider.v1.InstanceDestroyResponse
+	23, // 89: infrakit.provider.v1.Instance.DescribeInstances:output_type -> infrakit.provider.v1.InstanceDescribeInstancesResponse
+	25, // 90: infrakit.provider.v1.Instance.Watch:output_type -> infrakit.provider.v1.InstanceWatchResponse
+	29, // 91: infrakit.provider.v1.Flavor.Validate:output_type -> infrakit.provider.v1.FlavorValidateResponse
+	31, // 92: infrakit.provider.v1.Flavor.Prepare:output_type -> infrakit.provider.v1.FlavorPrepareResponse
+	33, // 93: infrakit.provider.v1.Flavor.Healthy:output_type -> infrakit.provider.v1.FlavorHealthyResponse
+	37, // 94: infrakit.provider.v1.Flavor.Drain:output_type -> infrakit.provider.v1.FlavorDrainResponse
+	35, // 95: infrakit.provider.v1.Flavor.HealthyBatch:output_type -> infrakit.provider.v1.FlavorHealthyBatchResponse
+	42, // 96: infrakit.provider.v1.LoadBalancer.Routes:output_type -> infrakit.provider.v1.LoadBalancerRoutesResponse
+	44, // 97: infrakit.provider.v1.LoadBalancer.Publish:output_type -> infrakit.provider.v1.LoadBalancerPublishResponse
+	46, // 98: infrakit.provider.v1.LoadBalancer.Unpublish:output_type -> infrakit.provider.v1.LoadBalancerUnpublishResponse
+	48, // 99: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:output_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
+	50, // 100: infrakit.provider.v1.LoadBalancer.Backends:output_type -> infrakit.provider.v1.LoadBalancerBackendsResponse
+	52, // 101: infrakit.provider.v1.LoadBalancer.RegisterBackends:output_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
+	54, // 102: infrakit.provider.v1.LoadBalancer.DeregisterBackends:output_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
+	57, // 103: infrakit.provider.v1.Authorizer.Validate:output_type -> infrakit.provider.v1.AuthorizerValidateResponse
+	59, // 104: infrakit.provider.v1.Authorizer.Describe:output_type -> infrakit.provider.v1.AuthorizerDescribeResponse
+	61, // 105: infrakit.provider.v1.Authorizer.Authorize:output_type -> infrakit.provider.v1.AuthorizerAuthorizeResponse
+	63, // 106: infrakit.provider.v1.Authorizer.Revoke:output_type -> infrakit.provider.v1.AuthorizerRevokeResponse
+	84, // [84:107] is the sub-list for method output_type
+	61, // [61:84] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_infrakit_provider_v1_provider_proto_init() }
@@ -3967,7 +4118,7 @@ func file_infrakit_provider_v1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_infrakit_provider_v1_provider_proto_rawDesc), len(file_infrakit_provider_v1_provider_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   65,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

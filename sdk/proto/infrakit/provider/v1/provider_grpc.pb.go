@@ -442,10 +442,11 @@ var Instance_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Flavor_Validate_FullMethodName = "/infrakit.provider.v1.Flavor/Validate"
-	Flavor_Prepare_FullMethodName  = "/infrakit.provider.v1.Flavor/Prepare"
-	Flavor_Healthy_FullMethodName  = "/infrakit.provider.v1.Flavor/Healthy"
-	Flavor_Drain_FullMethodName    = "/infrakit.provider.v1.Flavor/Drain"
+	Flavor_Validate_FullMethodName     = "/infrakit.provider.v1.Flavor/Validate"
+	Flavor_Prepare_FullMethodName      = "/infrakit.provider.v1.Flavor/Prepare"
+	Flavor_Healthy_FullMethodName      = "/infrakit.provider.v1.Flavor/Healthy"
+	Flavor_Drain_FullMethodName        = "/infrakit.provider.v1.Flavor/Drain"
+	Flavor_HealthyBatch_FullMethodName = "/infrakit.provider.v1.Flavor/HealthyBatch"
 )
 
 // FlavorClient is the client API for Flavor service.
@@ -456,6 +457,13 @@ type FlavorClient interface {
 	Prepare(ctx context.Context, in *FlavorPrepareRequest, opts ...grpc.CallOption) (*FlavorPrepareResponse, error)
 	Healthy(ctx context.Context, in *FlavorHealthyRequest, opts ...grpc.CallOption) (*FlavorHealthyResponse, error)
 	Drain(ctx context.Context, in *FlavorDrainRequest, opts ...grpc.CallOption) (*FlavorDrainResponse, error)
+	// HealthyBatch judges many instances in one call: what Healthy answers
+	// for each, in the request's order. A group asks about every member on
+	// every pass, and one call per member costs more than the judging for
+	// most flavors. Hosts send at most a few thousand instances per call and
+	// fall back to Healthy when a provider answers UNIMPLEMENTED, which a
+	// provider does only when it predates this method.
+	HealthyBatch(ctx context.Context, in *FlavorHealthyBatchRequest, opts ...grpc.CallOption) (*FlavorHealthyBatchResponse, error)
 }
 
 type flavorClient struct {
@@ -506,6 +514,16 @@ func (c *flavorClient) Drain(ctx context.Context, in *FlavorDrainRequest, opts .
 	return out, nil
 }
 
+func (c *flavorClient) HealthyBatch(ctx context.Context, in *FlavorHealthyBatchRequest, opts ...grpc.CallOption) (*FlavorHealthyBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FlavorHealthyBatchResponse)
+	err := c.cc.Invoke(ctx, Flavor_HealthyBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FlavorServer is the server API for Flavor service.
 // All implementations must embed UnimplementedFlavorServer
 // for forward compatibility.
@@ -514,6 +532,13 @@ type FlavorServer interface {
 	Prepare(context.Context, *FlavorPrepareRequest) (*FlavorPrepareResponse, error)
 	Healthy(context.Context, *FlavorHealthyRequest) (*FlavorHealthyResponse, error)
 	Drain(context.Context, *FlavorDrainRequest) (*FlavorDrainResponse, error)
+	// HealthyBatch judges many instances in one call: what Healthy answers
+	// for each, in the request's order. A group asks about every member on
+	// every pass, and one call per member costs more than the judging for
+	// most flavors. Hosts send at most a few thousand instances per call and
+	// fall back to Healthy when a provider answers UNIMPLEMENTED, which a
+	// provider does only when it predates this method.
+	HealthyBatch(context.Context, *FlavorHealthyBatchRequest) (*FlavorHealthyBatchResponse, error)
 	mustEmbedUnimplementedFlavorServer()
 }
 
@@ -535,6 +560,9 @@ func (UnimplementedFlavorServer) Healthy(context.Context, *FlavorHealthyRequest)
 }
 func (UnimplementedFlavorServer) Drain(context.Context, *FlavorDrainRequest) (*FlavorDrainResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedFlavorServer) HealthyBatch(context.Context, *FlavorHealthyBatchRequest) (*FlavorHealthyBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HealthyBatch not implemented")
 }
 func (UnimplementedFlavorServer) mustEmbedUnimplementedFlavorServer() {}
 func (UnimplementedFlavorServer) testEmbeddedByValue()                {}
@@ -629,6 +657,24 @@ func _Flavor_Drain_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Flavor_HealthyBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FlavorHealthyBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlavorServer).HealthyBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Flavor_HealthyBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlavorServer).HealthyBatch(ctx, req.(*FlavorHealthyBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Flavor_ServiceDesc is the grpc.ServiceDesc for Flavor service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -651,6 +697,10 @@ var Flavor_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Drain",
 			Handler:    _Flavor_Drain_Handler,
+		},
+		{
+			MethodName: "HealthyBatch",
+			Handler:    _Flavor_HealthyBatch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
