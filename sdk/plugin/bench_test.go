@@ -52,13 +52,14 @@ func BenchmarkStart(b *testing.B) {
 	}
 }
 
-// describeClient starts a provider holding n instances.
+// describeClient starts a provider holding n instances, tagged as a group's
+// members are (internal/tags.Member: stack, group, config hash).
 func describeClient(tb testing.TB, mtls bool, n int) instance.Plugin {
 	c, _ := startTest(tb, "", func(cfg *ClientConfig) { cfg.DisableMTLS = !mtls })
 	p := c.Instance("compute")
 	for i := range n {
 		_, err := p.Provision(context.Background(), instance.Spec{
-			Tags:       map[string]string{"infrakit.group": "bench", "infrakit.config.hash": "abc123"},
+			Tags:       map[string]string{"infrakit.stack": "mystack", "infrakit.group": "bench", "infrakit.config.hash": "abc123"},
 			Properties: []byte(fmt.Sprintf(`{"note":"instance %d"}`, i)),
 		})
 		if err != nil {
@@ -68,7 +69,9 @@ func describeClient(tb testing.TB, mtls bool, n int) instance.Plugin {
 	return p
 }
 
-var benchTags = map[string]string{"infrakit.group": "bench"}
+// benchTags is the selector the group controller describes its members
+// with on every pass (internal/tags.GroupSelector), without properties.
+var benchTags = map[string]string{"infrakit.stack": "mystack", "infrakit.group": "bench"}
 
 func BenchmarkDescribeRoundTrip(b *testing.B) {
 	for _, mtls := range []bool{false, true} {

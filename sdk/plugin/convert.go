@@ -3,6 +3,7 @@ package plugin
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
@@ -71,6 +72,59 @@ func descriptionFromProto(d *pb.InstanceDescription) (instance.Description, erro
 	}, nil
 }
 
+// Tags shared by every instance of a batch travel once (HealthyBatch's and
+// DescribeInstances' common_tags): a group's members share nearly all their
+// tags, and decoding a protobuf map costs a few allocations per entry.
+
+// commonTags are the tags (key and value) that every one of insts carries;
+// nil when there are none, or fewer than two instances to share them.
+func commonTags(insts []instance.Description) map[string]string {
+	if len(insts) < 2 || len(insts[0].Tags) == 0 {
+		return nil
+	}
+	common := maps.Clone(insts[0].Tags)
+	for _, d := range insts[1:] {
+		for k, v := range common {
+			if w, ok := d.Tags[k]; !ok || w != v {
+				delete(common, k)
+			}
+		}
+		if len(common) == 0 {
+			return nil
+		}
+	}
+	return common
+}
+
+// ownTags are tags less common (which tags holds, values included).
+func ownTags(tags, common map[string]string) map[string]string {
+	if len(common) == 0 {
+		return tags
+	}
+	if len(tags) == len(common) {
+		return nil
+	}
+	own := make(map[string]string, len(tags)-len(common))
+	for k, v := range tags {
+		if _, shared := common[k]; !shared {
+			own[k] = v
+		}
+	}
+	return own
+}
+
+// joinTags is common plus own (own wins), in a map of its own, so callers
+// may change one description's tags without touching another's.
+func joinTags(common, own map[string]string) map[string]string {
+	if len(common) == 0 {
+		return own
+	}
+	tags := make(map[string]string, len(common)+len(own))
+	maps.Copy(tags, common)
+	maps.Copy(tags, own)
+	return tags
+}
+
 // rawJSON keeps "no properties" as nil rather than an empty, invalid JSON text.
 func rawJSON(b []byte) json.RawMessage {
 	if len(b) == 0 {
@@ -79,48 +133,61 @@ func rawJSON(b []byte) json.RawMessage {
 	return json.RawMessage(b)
 }
 
-var states = map[instance.State]pb.InstanceState{
-	"":                        pb.InstanceState_INSTANCE_STATE_UNSPECIFIED,
-	instance.StatePending:     pb.InstanceState_INSTANCE_STATE_PENDING,
-	instance.StateRunning:     pb.InstanceState_INSTANCE_STATE_RUNNING,
-	instance.StateTerminating: pb.InstanceState_INSTANCE_STATE_TERMINATING,
-}
+// The enumerations convert with switches, not map lookups or scans: they
+// run for every instance of every answer.
 
 func stateToProto(s instance.State) (pb.InstanceState, error) {
-	if v, ok := states[s]; ok {
-		return v, nil
+	switch s {
+	case "":
+		return pb.InstanceState_INSTANCE_STATE_UNSPECIFIED, nil
+	case instance.StatePending:
+		return pb.InstanceState_INSTANCE_STATE_PENDING, nil
+	case instance.StateRunning:
+		return pb.InstanceState_INSTANCE_STATE_RUNNING, nil
+	case instance.StateTerminating:
+		return pb.InstanceState_INSTANCE_STATE_TERMINATING, nil
 	}
 	return 0, fmt.Errorf("unknown instance state %q (want pending, running or terminating)", s)
 }
 
 func stateFromProto(v pb.InstanceState) (instance.State, error) {
-	for s, w := range states {
-		if w == v {
-			return s, nil
-		}
+	switch v {
+	case pb.InstanceState_INSTANCE_STATE_UNSPECIFIED:
+		return "", nil
+	case pb.InstanceState_INSTANCE_STATE_PENDING:
+		return instance.StatePending, nil
+	case pb.InstanceState_INSTANCE_STATE_RUNNING:
+		return instance.StateRunning, nil
+	case pb.InstanceState_INSTANCE_STATE_TERMINATING:
+		return instance.StateTerminating, nil
 	}
 	return "", fmt.Errorf("unknown instance state %v", v)
 }
 
-var healths = map[flavor.Health]pb.Health{
-	"":                     pb.Health_HEALTH_UNSPECIFIED,
-	flavor.HealthUnknown:   pb.Health_HEALTH_UNKNOWN,
-	flavor.HealthHealthy:   pb.Health_HEALTH_HEALTHY,
-	flavor.HealthUnhealthy: pb.Health_HEALTH_UNHEALTHY,
-}
-
 func healthToProto(h flavor.Health) (pb.Health, error) {
-	if v, ok := healths[h]; ok {
-		return v, nil
+	switch h {
+	case "":
+		return pb.Health_HEALTH_UNSPECIFIED, nil
+	case flavor.HealthUnknown:
+		return pb.Health_HEALTH_UNKNOWN, nil
+	case flavor.HealthHealthy:
+		return pb.Health_HEALTH_HEALTHY, nil
+	case flavor.HealthUnhealthy:
+		return pb.Health_HEALTH_UNHEALTHY, nil
 	}
 	return 0, fmt.Errorf("unknown health %q (want healthy, unhealthy or unknown)", h)
 }
 
 func healthFromProto(v pb.Health) (flavor.Health, error) {
-	for h, w := range healths {
-		if w == v {
-			return h, nil
-		}
+	switch v {
+	case pb.Health_HEALTH_UNSPECIFIED:
+		return "", nil
+	case pb.Health_HEALTH_UNKNOWN:
+		return flavor.HealthUnknown, nil
+	case pb.Health_HEALTH_HEALTHY:
+		return flavor.HealthHealthy, nil
+	case pb.Health_HEALTH_UNHEALTHY:
+		return flavor.HealthUnhealthy, nil
 	}
 	return "", fmt.Errorf("unknown health %v", v)
 }

@@ -379,43 +379,6 @@ func (x flavorClient) healthyBatches(ctx context.Context, properties json.RawMes
 	return out, nil
 }
 
-// commonTags are the tags (key and value) that every one of insts carries;
-// nil when there are none, or fewer than two instances to share them.
-func commonTags(insts []instance.Description) map[string]string {
-	if len(insts) < 2 || len(insts[0].Tags) == 0 {
-		return nil
-	}
-	common := maps.Clone(insts[0].Tags)
-	for _, d := range insts[1:] {
-		for k, v := range common {
-			if w, ok := d.Tags[k]; !ok || w != v {
-				delete(common, k)
-			}
-		}
-		if len(common) == 0 {
-			return nil
-		}
-	}
-	return common
-}
-
-// ownTags are tags less common (which tags holds, values included).
-func ownTags(tags, common map[string]string) map[string]string {
-	if len(common) == 0 {
-		return tags
-	}
-	if len(tags) == len(common) {
-		return nil
-	}
-	own := make(map[string]string, len(tags)-len(common))
-	for k, v := range tags {
-		if _, shared := common[k]; !shared {
-			own[k] = v
-		}
-	}
-	return own
-}
-
 // approxSize is about the encoded size of d (a little over): computing it
 // exactly would cost a second encoding of every description.
 func approxSize(d instance.Description) int {

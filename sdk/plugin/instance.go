@@ -81,7 +81,12 @@ func (x instanceServer) DescribeInstances(ctx context.Context, req *pb.InstanceD
 		return nil, err
 	}
 	resp := &pb.InstanceDescribeInstancesResponse{Diagnostics: diags, Instances: make([]*pb.InstanceDescription, 0, len(descs))}
+	if req.GetCommonTags() {
+		// The host rebuilds each instance's tags (instanceClient.DescribeInstances).
+		resp.CommonTags = commonTags(descs)
+	}
 	for _, d := range descs {
+		d.Tags = ownTags(d.Tags, resp.CommonTags)
 		pd, err := descriptionToProto(d)
 		if err != nil {
 			return nil, badResult(err)
@@ -168,17 +173,23 @@ func (x instanceClient) Destroy(ctx context.Context, id instance.ID, reason inst
 	return x.c.check(ctx, "Destroy", err, resp.GetDiagnostics())
 }
 
+// DescribeInstances asks for the tags all instances share once (common_tags)
+// and gives each description its full tags back, in a map of its own. A
+// provider that predates common_tags sends every instance's full tags and
+// no common ones, which come out unchanged.
 func (x instanceClient) DescribeInstances(ctx context.Context, tags map[string]string, withProperties bool) ([]instance.Description, error) {
-	resp, err := x.c.instances.DescribeInstances(ctx, &pb.InstanceDescribeInstancesRequest{Type: x.typ, Tags: tags, WithProperties: withProperties})
+	resp, err := x.c.instances.DescribeInstances(ctx, &pb.InstanceDescribeInstancesRequest{Type: x.typ, Tags: tags, WithProperties: withProperties, CommonTags: true})
 	if err := x.c.check(ctx, "DescribeInstances", err, resp.GetDiagnostics()); err != nil {
 		return nil, err
 	}
+	common := resp.GetCommonTags()
 	out := make([]instance.Description, 0, len(resp.GetInstances()))
 	for _, pd := range resp.GetInstances() {
 		d, err := descriptionFromProto(pd)
 		if err != nil {
 			return nil, x.c.fail("DescribeInstances", err)
 		}
+		d.Tags = joinTags(common, d.Tags)
 		out = append(out, d)
 	}
 	return out, nil

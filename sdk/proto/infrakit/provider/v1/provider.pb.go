@@ -1269,8 +1269,13 @@ type InstanceDescribeInstancesRequest struct {
 	Type           string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
 	Tags           map[string]string      `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	WithProperties bool                   `protobuf:"varint,3,opt,name=with_properties,json=withProperties,proto3" json:"with_properties,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The host takes the answer's common_tags: the provider may send the tags
+	// every described instance carries once, there, instead of in each
+	// instance. A provider that predates the field ignores it and sends each
+	// instance's full tags, which the host takes as well.
+	CommonTags    bool `protobuf:"varint,4,opt,name=common_tags,json=commonTags,proto3" json:"common_tags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InstanceDescribeInstancesRequest) Reset() {
@@ -1324,10 +1329,23 @@ func (x *InstanceDescribeInstancesRequest) GetWithProperties() bool {
 	return false
 }
 
+func (x *InstanceDescribeInstancesRequest) GetCommonTags() bool {
+	if x != nil {
+		return x.CommonTags
+	}
+	return false
+}
+
 type InstanceDescribeInstancesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Instances     []*InstanceDescription `protobuf:"bytes,1,rep,name=instances,proto3" json:"instances,omitempty"`
-	Diagnostics   []*Diagnostic          `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each instance's tags are common_tags plus its own (its own win).
+	Instances   []*InstanceDescription `protobuf:"bytes,1,rep,name=instances,proto3" json:"instances,omitempty"`
+	Diagnostics []*Diagnostic          `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	// The tags every instance of the answer carries, sent once and only when
+	// the request asked for common_tags: the members of a group share nearly
+	// all their tags (at least the selector's), and decoding them again for
+	// every instance is most of the cost of a describe.
+	CommonTags    map[string]string `protobuf:"bytes,3,rep,name=common_tags,json=commonTags,proto3" json:"common_tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1372,6 +1390,13 @@ func (x *InstanceDescribeInstancesResponse) GetInstances() []*InstanceDescriptio
 func (x *InstanceDescribeInstancesResponse) GetDiagnostics() []*Diagnostic {
 	if x != nil {
 		return x.Diagnostics
+	}
+	return nil
+}
+
+func (x *InstanceDescribeInstancesResponse) GetCommonTags() map[string]string {
+	if x != nil {
+		return x.CommonTags
 	}
 	return nil
 }
@@ -3686,17 +3711,24 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"]\n" +
 	"\x17InstanceDestroyResponse\x12B\n" +
-	"\vdiagnostics\x18\x01 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"\xee\x01\n" +
+	"\vdiagnostics\x18\x01 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"\x8f\x02\n" +
 	" InstanceDescribeInstancesRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12T\n" +
 	"\x04tags\x18\x02 \x03(\v2@.infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntryR\x04tags\x12'\n" +
-	"\x0fwith_properties\x18\x03 \x01(\bR\x0ewithProperties\x1a7\n" +
+	"\x0fwith_properties\x18\x03 \x01(\bR\x0ewithProperties\x12\x1f\n" +
+	"\vcommon_tags\x18\x04 \x01(\bR\n" +
+	"commonTags\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x02\n" +
 	"!InstanceDescribeInstancesResponse\x12G\n" +
 	"\tinstances\x18\x01 \x03(\v2).infrakit.provider.v1.InstanceDescriptionR\tinstances\x12B\n" +
-	"\vdiagnostics\x18\x02 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"\xad\x01\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\x12h\n" +
+	"\vcommon_tags\x18\x03 \x03(\v2G.infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntryR\n" +
+	"commonTags\x1a=\n" +
+	"\x0fCommonTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x01\n" +
 	"\x14InstanceWatchRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12H\n" +
 	"\x04tags\x18\x02 \x03(\v24.infrakit.provider.v1.InstanceWatchRequest.TagsEntryR\x04tags\x1a7\n" +
@@ -3913,7 +3945,7 @@ func file_infrakit_provider_v1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_infrakit_provider_v1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_infrakit_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_infrakit_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_infrakit_provider_v1_provider_proto_goTypes = []any{
 	(InstanceState)(0),                               // 0: infrakit.provider.v1.InstanceState
 	(Kind)(0),                                        // 1: infrakit.provider.v1.Kind
@@ -3985,10 +4017,11 @@ var file_infrakit_provider_v1_provider_proto_goTypes = []any{
 	nil,                                              // 67: infrakit.provider.v1.Schema.AttributesEntry
 	nil,                                              // 68: infrakit.provider.v1.InstanceLabelRequest.TagsEntry
 	nil,                                              // 69: infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
-	nil,                                              // 70: infrakit.provider.v1.InstanceWatchRequest.TagsEntry
-	nil,                                              // 71: infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
-	nil,                                              // 72: infrakit.provider.v1.Authorization.TagsEntry
-	(*durationpb.Duration)(nil),                      // 73: google.protobuf.Duration
+	nil,                                              // 70: infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
+	nil,                                              // 71: infrakit.provider.v1.InstanceWatchRequest.TagsEntry
+	nil,                                              // 72: infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
+	nil,                                              // 73: infrakit.provider.v1.Authorization.TagsEntry
+	(*durationpb.Duration)(nil),                      // 74: google.protobuf.Duration
 }
 var file_infrakit_provider_v1_provider_proto_depIdxs = []int32{
 	3,  // 0: infrakit.provider.v1.Diagnostic.severity:type_name -> infrakit.provider.v1.Diagnostic.Severity
@@ -4011,98 +4044,99 @@ var file_infrakit_provider_v1_provider_proto_depIdxs = []int32{
 	69, // 17: infrakit.provider.v1.InstanceDescribeInstancesRequest.tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
 	8,  // 18: infrakit.provider.v1.InstanceDescribeInstancesResponse.instances:type_name -> infrakit.provider.v1.InstanceDescription
 	5,  // 19: infrakit.provider.v1.InstanceDescribeInstancesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	70, // 20: infrakit.provider.v1.InstanceWatchRequest.tags:type_name -> infrakit.provider.v1.InstanceWatchRequest.TagsEntry
-	9,  // 21: infrakit.provider.v1.InstanceWatchResponse.event:type_name -> infrakit.provider.v1.InstanceEvent
-	5,  // 22: infrakit.provider.v1.InstanceWatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	26, // 23: infrakit.provider.v1.FlavorValidateRequest.allocation:type_name -> infrakit.provider.v1.Allocation
-	5,  // 24: infrakit.provider.v1.FlavorValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	7,  // 25: infrakit.provider.v1.FlavorPrepareRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
-	26, // 26: infrakit.provider.v1.FlavorPrepareRequest.allocation:type_name -> infrakit.provider.v1.Allocation
-	27, // 27: infrakit.provider.v1.FlavorPrepareRequest.index:type_name -> infrakit.provider.v1.Index
-	7,  // 28: infrakit.provider.v1.FlavorPrepareResponse.spec:type_name -> infrakit.provider.v1.InstanceSpec
-	5,  // 29: infrakit.provider.v1.FlavorPrepareResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 30: infrakit.provider.v1.FlavorHealthyRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	2,  // 31: infrakit.provider.v1.FlavorHealthyResponse.health:type_name -> infrakit.provider.v1.Health
-	5,  // 32: infrakit.provider.v1.FlavorHealthyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 33: infrakit.provider.v1.FlavorHealthyBatchRequest.instances:type_name -> infrakit.provider.v1.InstanceDescription
-	71, // 34: infrakit.provider.v1.FlavorHealthyBatchRequest.common_tags:type_name -> infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
-	2,  // 35: infrakit.provider.v1.FlavorHealthyBatchResponse.health:type_name -> infrakit.provider.v1.Health
-	5,  // 36: infrakit.provider.v1.FlavorHealthyBatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 37: infrakit.provider.v1.FlavorDrainRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	5,  // 38: infrakit.provider.v1.FlavorDrainResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	73, // 39: infrakit.provider.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	73, // 40: infrakit.provider.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	38, // 41: infrakit.provider.v1.LoadBalancerRoutesResponse.routes:type_name -> infrakit.provider.v1.Route
-	5,  // 42: infrakit.provider.v1.LoadBalancerRoutesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	38, // 43: infrakit.provider.v1.LoadBalancerPublishRequest.route:type_name -> infrakit.provider.v1.Route
-	5,  // 44: infrakit.provider.v1.LoadBalancerPublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 45: infrakit.provider.v1.LoadBalancerUnpublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	39, // 46: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest.health_check:type_name -> infrakit.provider.v1.HealthCheck
-	5,  // 47: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	40, // 48: infrakit.provider.v1.LoadBalancerBackendsResponse.backends:type_name -> infrakit.provider.v1.Backend
-	5,  // 49: infrakit.provider.v1.LoadBalancerBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	40, // 50: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest.backends:type_name -> infrakit.provider.v1.Backend
-	5,  // 51: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 52: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	72, // 53: infrakit.provider.v1.Authorization.tags:type_name -> infrakit.provider.v1.Authorization.TagsEntry
-	5,  // 54: infrakit.provider.v1.AuthorizerValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	55, // 55: infrakit.provider.v1.AuthorizerDescribeResponse.authorizations:type_name -> infrakit.provider.v1.Authorization
-	5,  // 56: infrakit.provider.v1.AuthorizerDescribeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	55, // 57: infrakit.provider.v1.AuthorizerAuthorizeRequest.authorization:type_name -> infrakit.provider.v1.Authorization
-	5,  // 58: infrakit.provider.v1.AuthorizerAuthorizeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 59: infrakit.provider.v1.AuthorizerRevokeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	66, // 60: infrakit.provider.v1.Schema.AttributesEntry.value:type_name -> infrakit.provider.v1.Schema.Attribute
-	12, // 61: infrakit.provider.v1.Provider.Metadata:input_type -> infrakit.provider.v1.ProviderMetadataRequest
-	14, // 62: infrakit.provider.v1.Instance.Validate:input_type -> infrakit.provider.v1.InstanceValidateRequest
-	16, // 63: infrakit.provider.v1.Instance.Provision:input_type -> infrakit.provider.v1.InstanceProvisionRequest
-	18, // 64: infrakit.provider.v1.Instance.Label:input_type -> infrakit.provider.v1.InstanceLabelRequest
-	20, // 65: infrakit.provider.v1.Instance.Destroy:input_type -> infrakit.provider.v1.InstanceDestroyRequest
-	22, // 66: infrakit.provider.v1.Instance.DescribeInstances:input_type -> infrakit.provider.v1.InstanceDescribeInstancesRequest
-	24, // 67: infrakit.provider.v1.Instance.Watch:input_type -> infrakit.provider.v1.InstanceWatchRequest
-	28, // 68: infrakit.provider.v1.Flavor.Validate:input_type -> infrakit.provider.v1.FlavorValidateRequest
-	30, // 69: infrakit.provider.v1.Flavor.Prepare:input_type -> infrakit.provider.v1.FlavorPrepareRequest
-	32, // 70: infrakit.provider.v1.Flavor.Healthy:input_type -> infrakit.provider.v1.FlavorHealthyRequest
-	36, // 71: infrakit.provider.v1.Flavor.Drain:input_type -> infrakit.provider.v1.FlavorDrainRequest
-	34, // 72: infrakit.provider.v1.Flavor.HealthyBatch:input_type -> infrakit.provider.v1.FlavorHealthyBatchRequest
-	41, // 73: infrakit.provider.v1.LoadBalancer.Routes:input_type -> infrakit.provider.v1.LoadBalancerRoutesRequest
-	43, // 74: infrakit.provider.v1.LoadBalancer.Publish:input_type -> infrakit.provider.v1.LoadBalancerPublishRequest
-	45, // 75: infrakit.provider.v1.LoadBalancer.Unpublish:input_type -> infrakit.provider.v1.LoadBalancerUnpublishRequest
-	47, // 76: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:input_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
-	49, // 77: infrakit.provider.v1.LoadBalancer.Backends:input_type -> infrakit.provider.v1.LoadBalancerBackendsRequest
-	51, // 78: infrakit.provider.v1.LoadBalancer.RegisterBackends:input_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
-	53, // 79: infrakit.provider.v1.LoadBalancer.DeregisterBackends:input_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
-	56, // 80: infrakit.provider.v1.Authorizer.Validate:input_type -> infrakit.provider.v1.AuthorizerValidateRequest
-	58, // 81: infrakit.provider.v1.Authorizer.Describe:input_type -> infrakit.provider.v1.AuthorizerDescribeRequest
-	60, // 82: infrakit.provider.v1.Authorizer.Authorize:input_type -> infrakit.provider.v1.AuthorizerAuthorizeRequest
-	62, // 83: infrakit.provider.v1.Authorizer.Revoke:input_type -> infrakit.provider.v1.AuthorizerRevokeRequest
-	13, // 84: infrakit.provider.v1.Provider.Metadata:output_type -> infrakit.provider.v1.ProviderMetadataResponse
-	15, // 85: infrakit.provider.v1.Instance.Validate:output_type -> infrakit.provider.v1.InstanceValidateResponse
-	17, // 86: infrakit.provider.v1.Instance.Provision:output_type -> infrakit.provider.v1.InstanceProvisionResponse
-	19, // 87: infrakit.provider.v1.Instance.Label:output_type -> infrakit.provider.v1.InstanceLabelResponse
-	21, // 88: infrakit.provider.v1.Instance.Destroy:output_type -> infrakit.provider.v1.InstanceDestroyResponse
-	23, // 89: infrakit.provider.v1.Instance.DescribeInstances:output_type -> infrakit.provider.v1.InstanceDescribeInstancesResponse
-	25, // 90: infrakit.provider.v1.Instance.Watch:output_type -> infrakit.provider.v1.InstanceWatchResponse
-	29, // 91: infrakit.provider.v1.Flavor.Validate:output_type -> infrakit.provider.v1.FlavorValidateResponse
-	31, // 92: infrakit.provider.v1.Flavor.Prepare:output_type -> infrakit.provider.v1.FlavorPrepareResponse
-	33, // 93: infrakit.provider.v1.Flavor.Healthy:output_type -> infrakit.provider.v1.FlavorHealthyResponse
-	37, // 94: infrakit.provider.v1.Flavor.Drain:output_type -> infrakit.provider.v1.FlavorDrainResponse
-	35, // 95: infrakit.provider.v1.Flavor.HealthyBatch:output_type -> infrakit.provider.v1.FlavorHealthyBatchResponse
-	42, // 96: infrakit.provider.v1.LoadBalancer.Routes:output_type -> infrakit.provider.v1.LoadBalancerRoutesResponse
-	44, // 97: infrakit.provider.v1.LoadBalancer.Publish:output_type -> infrakit.provider.v1.LoadBalancerPublishResponse
-	46, // 98: infrakit.provider.v1.LoadBalancer.Unpublish:output_type -> infrakit.provider.v1.LoadBalancerUnpublishResponse
-	48, // 99: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:output_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
-	50, // 100: infrakit.provider.v1.LoadBalancer.Backends:output_type -> infrakit.provider.v1.LoadBalancerBackendsResponse
-	52, // 101: infrakit.provider.v1.LoadBalancer.RegisterBackends:output_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
-	54, // 102: infrakit.provider.v1.LoadBalancer.DeregisterBackends:output_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
-	57, // 103: infrakit.provider.v1.Authorizer.Validate:output_type -> infrakit.provider.v1.AuthorizerValidateResponse
-	59, // 104: infrakit.provider.v1.Authorizer.Describe:output_type -> infrakit.provider.v1.AuthorizerDescribeResponse
-	61, // 105: infrakit.provider.v1.Authorizer.Authorize:output_type -> infrakit.provider.v1.AuthorizerAuthorizeResponse
-	63, // 106: infrakit.provider.v1.Authorizer.Revoke:output_type -> infrakit.provider.v1.AuthorizerRevokeResponse
-	84, // [84:107] is the sub-list for method output_type
-	61, // [61:84] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	70, // 20: infrakit.provider.v1.InstanceDescribeInstancesResponse.common_tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
+	71, // 21: infrakit.provider.v1.InstanceWatchRequest.tags:type_name -> infrakit.provider.v1.InstanceWatchRequest.TagsEntry
+	9,  // 22: infrakit.provider.v1.InstanceWatchResponse.event:type_name -> infrakit.provider.v1.InstanceEvent
+	5,  // 23: infrakit.provider.v1.InstanceWatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	26, // 24: infrakit.provider.v1.FlavorValidateRequest.allocation:type_name -> infrakit.provider.v1.Allocation
+	5,  // 25: infrakit.provider.v1.FlavorValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	7,  // 26: infrakit.provider.v1.FlavorPrepareRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
+	26, // 27: infrakit.provider.v1.FlavorPrepareRequest.allocation:type_name -> infrakit.provider.v1.Allocation
+	27, // 28: infrakit.provider.v1.FlavorPrepareRequest.index:type_name -> infrakit.provider.v1.Index
+	7,  // 29: infrakit.provider.v1.FlavorPrepareResponse.spec:type_name -> infrakit.provider.v1.InstanceSpec
+	5,  // 30: infrakit.provider.v1.FlavorPrepareResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 31: infrakit.provider.v1.FlavorHealthyRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
+	2,  // 32: infrakit.provider.v1.FlavorHealthyResponse.health:type_name -> infrakit.provider.v1.Health
+	5,  // 33: infrakit.provider.v1.FlavorHealthyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 34: infrakit.provider.v1.FlavorHealthyBatchRequest.instances:type_name -> infrakit.provider.v1.InstanceDescription
+	72, // 35: infrakit.provider.v1.FlavorHealthyBatchRequest.common_tags:type_name -> infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
+	2,  // 36: infrakit.provider.v1.FlavorHealthyBatchResponse.health:type_name -> infrakit.provider.v1.Health
+	5,  // 37: infrakit.provider.v1.FlavorHealthyBatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 38: infrakit.provider.v1.FlavorDrainRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
+	5,  // 39: infrakit.provider.v1.FlavorDrainResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	74, // 40: infrakit.provider.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	74, // 41: infrakit.provider.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	38, // 42: infrakit.provider.v1.LoadBalancerRoutesResponse.routes:type_name -> infrakit.provider.v1.Route
+	5,  // 43: infrakit.provider.v1.LoadBalancerRoutesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	38, // 44: infrakit.provider.v1.LoadBalancerPublishRequest.route:type_name -> infrakit.provider.v1.Route
+	5,  // 45: infrakit.provider.v1.LoadBalancerPublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 46: infrakit.provider.v1.LoadBalancerUnpublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	39, // 47: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest.health_check:type_name -> infrakit.provider.v1.HealthCheck
+	5,  // 48: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	40, // 49: infrakit.provider.v1.LoadBalancerBackendsResponse.backends:type_name -> infrakit.provider.v1.Backend
+	5,  // 50: infrakit.provider.v1.LoadBalancerBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	40, // 51: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest.backends:type_name -> infrakit.provider.v1.Backend
+	5,  // 52: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 53: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	73, // 54: infrakit.provider.v1.Authorization.tags:type_name -> infrakit.provider.v1.Authorization.TagsEntry
+	5,  // 55: infrakit.provider.v1.AuthorizerValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	55, // 56: infrakit.provider.v1.AuthorizerDescribeResponse.authorizations:type_name -> infrakit.provider.v1.Authorization
+	5,  // 57: infrakit.provider.v1.AuthorizerDescribeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	55, // 58: infrakit.provider.v1.AuthorizerAuthorizeRequest.authorization:type_name -> infrakit.provider.v1.Authorization
+	5,  // 59: infrakit.provider.v1.AuthorizerAuthorizeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 60: infrakit.provider.v1.AuthorizerRevokeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	66, // 61: infrakit.provider.v1.Schema.AttributesEntry.value:type_name -> infrakit.provider.v1.Schema.Attribute
+	12, // 62: infrakit.provider.v1.Provider.Metadata:input_type -> infrakit.provider.v1.ProviderMetadataRequest
+	14, // 63: infrakit.provider.v1.Instance.Validate:input_type -> infrakit.provider.v1.InstanceValidateRequest
+	16, // 64: infrakit.provider.v1.Instance.Provision:input_type -> infrakit.provider.v1.InstanceProvisionRequest
+	18, // 65: infrakit.provider.v1.Instance.Label:input_type -> infrakit.provider.v1.InstanceLabelRequest
+	20, // 66: infrakit.provider.v1.Instance.Destroy:input_type -> infrakit.provider.v1.InstanceDestroyRequest
+	22, // 67: infrakit.provider.v1.Instance.DescribeInstances:input_type -> infrakit.provider.v1.InstanceDescribeInstancesRequest
+	24, // 68: infrakit.provider.v1.Instance.Watch:input_type -> infrakit.provider.v1.InstanceWatchRequest
+	28, // 69: infrakit.provider.v1.Flavor.Validate:input_type -> infrakit.provider.v1.FlavorValidateRequest
+	30, // 70: infrakit.provider.v1.Flavor.Prepare:input_type -> infrakit.provider.v1.FlavorPrepareRequest
+	32, // 71: infrakit.provider.v1.Flavor.Healthy:input_type -> infrakit.provider.v1.FlavorHealthyRequest
+	36, // 72: infrakit.provider.v1.Flavor.Drain:input_type -> infrakit.provider.v1.FlavorDrainRequest
+	34, // 73: infrakit.provider.v1.Flavor.HealthyBatch:input_type -> infrakit.provider.v1.FlavorHealthyBatchRequest
+	41, // 74: infrakit.provider.v1.LoadBalancer.Routes:input_type -> infrakit.provider.v1.LoadBalancerRoutesRequest
+	43, // 75: infrakit.provider.v1.LoadBalancer.Publish:input_type -> infrakit.provider.v1.LoadBalancerPublishRequest
+	45, // 76: infrakit.provider.v1.LoadBalancer.Unpublish:input_type -> infrakit.provider.v1.LoadBalancerUnpublishRequest
+	47, // 77: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:input_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
+	49, // 78: infrakit.provider.v1.LoadBalancer.Backends:input_type -> infrakit.provider.v1.LoadBalancerBackendsRequest
+	51, // 79: infrakit.provider.v1.LoadBalancer.RegisterBackends:input_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
+	53, // 80: infrakit.provider.v1.LoadBalancer.DeregisterBackends:input_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
+	56, // 81: infrakit.provider.v1.Authorizer.Validate:input_type -> infrakit.provider.v1.AuthorizerValidateRequest
+	58, // 82: infrakit.provider.v1.Authorizer.Describe:input_type -> infrakit.provider.v1.AuthorizerDescribeRequest
+	60, // 83: infrakit.provider.v1.Authorizer.Authorize:input_type -> infrakit.provider.v1.AuthorizerAuthorizeRequest
+	62, // 84: infrakit.provider.v1.Authorizer.Revoke:input_type -> infrakit.provider.v1.AuthorizerRevokeRequest
+	13, // 85: infrakit.provider.v1.Provider.Metadata:output_type -> infrakit.provider.v1.ProviderMetadataResponse
+	15, // 86: infrakit.provider.v1.Instance.Validate:output_type -> infrakit.provider.v1.InstanceValidateResponse
+	17, // 87: infrakit.provider.v1.Instance.Provision:output_type -> infrakit.provider.v1.InstanceProvisionResponse
+	19, // 88: infrakit.provider.v1.Instance.Label:output_type -> infrakit.provider.v1.InstanceLabelResponse
+	21, // 89: infrakit.provider.v1.Instance.Destroy:output_type -> infrakit.provider.v1.InstanceDestroyResponse
+	23, // 90: infrakit.provider.v1.Instance.DescribeInstances:output_type -> infrakit.provider.v1.InstanceDescribeInstancesResponse
+	25, // 91: infrakit.provider.v1.Instance.Watch:output_type -> infrakit.provider.v1.InstanceWatchResponse
+	29, // 92: infrakit.provider.v1.Flavor.Validate:output_type -> infrakit.provider.v1.FlavorValidateResponse
+	31, // 93: infrakit.provider.v1.Flavor.Prepare:output_type -> infrakit.provider.v1.FlavorPrepareResponse
+	33, // 94: infrakit.provider.v1.Flavor.Healthy:output_type -> infrakit.provider.v1.FlavorHealthyResponse
+	37, // 95: infrakit.provider.v1.Flavor.Drain:output_type -> infrakit.provider.v1.FlavorDrainResponse
+	35, // 96: infrakit.provider.v1.Flavor.HealthyBatch:output_type -> infrakit.provider.v1.FlavorHealthyBatchResponse
+	42, // 97: infrakit.provider.v1.LoadBalancer.Routes:output_type -> infrakit.provider.v1.LoadBalancerRoutesResponse
+	44, // 98: infrakit.provider.v1.LoadBalancer.Publish:output_type -> infrakit.provider.v1.LoadBalancerPublishResponse
+	46, // 99: infrakit.provider.v1.LoadBalancer.Unpublish:output_type -> infrakit.provider.v1.LoadBalancerUnpublishResponse
+	48, // 100: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:output_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
+	50, // 101: infrakit.provider.v1.LoadBalancer.Backends:output_type -> infrakit.provider.v1.LoadBalancerBackendsResponse
+	52, // 102: infrakit.provider.v1.LoadBalancer.RegisterBackends:output_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
+	54, // 103: infrakit.provider.v1.LoadBalancer.DeregisterBackends:output_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
+	57, // 104: infrakit.provider.v1.Authorizer.Validate:output_type -> infrakit.provider.v1.AuthorizerValidateResponse
+	59, // 105: infrakit.provider.v1.Authorizer.Describe:output_type -> infrakit.provider.v1.AuthorizerDescribeResponse
+	61, // 106: infrakit.provider.v1.Authorizer.Authorize:output_type -> infrakit.provider.v1.AuthorizerAuthorizeResponse
+	63, // 107: infrakit.provider.v1.Authorizer.Revoke:output_type -> infrakit.provider.v1.AuthorizerRevokeResponse
+	85, // [85:108] is the sub-list for method output_type
+	62, // [62:85] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_infrakit_provider_v1_provider_proto_init() }
@@ -4118,7 +4152,7 @@ func file_infrakit_provider_v1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_infrakit_provider_v1_provider_proto_rawDesc), len(file_infrakit_provider_v1_provider_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   68,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   5,
 		},
