@@ -26,7 +26,10 @@
 //
 // The ingresses and enrollments follow group membership (followers.go):
 // they are synced on the shortest sync_interval among them, and at once
-// for a group a pass changed, one sync at a time under the state lease.
+// for a group a pass changed or saw change (a member joined, or now
+// runs), one sync at a time under the state lease. Backends of members
+// that leave go sooner: the pass that sees them leave takes them out of
+// the load balancers while it creates their replacements (leaving.go).
 //
 // A pass (pass.go) observes without the state lock, lets heal.Tracker
 // adjust what group.Decide sees, decides, trims the decision by the brake

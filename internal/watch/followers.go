@@ -18,9 +18,11 @@ import (
 // watch syncs them (operation.Runner.SyncFollowers: one DescribeInstances
 // per group they need, then the ingress and enrollment controllers' own
 // observe → diff → act) on the shortest sync_interval among them, and at
-// once for the ones that follow a group a pass just changed. One sync runs
-// at a time, under the state lease like a pass; wanting another while one
-// runs makes one more follow.
+// once for the ones that follow a group a pass just changed, or in which a
+// pass saw a member join or change state or address (a replacement now
+// running). One sync runs at a time, under the state lease like a pass;
+// wanting another while one runs makes one more follow. Backends of
+// members that leave are taken out earlier, by the pass (leaving.go).
 
 // EventSynced is the event of a sync that changed load balancers or
 // authorizations (its message says what).

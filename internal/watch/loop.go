@@ -144,7 +144,11 @@ func (s *service) loop(ctx, passCtx context.Context) {
 					due = append(due, name)
 				}
 			}
-			s.sweep(passCtx, due, true)
+			if len(due) > 0 {
+				// Not when the timer was the sync's: an empty sweep
+				// would count as a pass.
+				s.sweep(passCtx, due, true)
+			}
 			if s.fol.every > 0 && !s.fol.due.After(now) {
 				s.fol.due = now.Add(s.fol.every)
 				s.wantFollowers(nil)
@@ -289,7 +293,7 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 			g.due = now.Add(r.followUp)
 		}
 	}
-	if r.acted {
+	if r.acted || r.joined {
 		s.wantFollowers([]string{r.name})
 	}
 	s.startDirty(passCtx)
@@ -308,7 +312,8 @@ func (s *service) setDoc(ctx context.Context, doc *state.Document) {
 			keys[p.Key()] = true
 		}
 		for _, cfg := range doc.Stack.Groups {
-			spec := groupSpec{stack: doc.Stack.Name, cfg: cfg, lineage: doc.Lineage, serial: doc.Serial}
+			spec := groupSpec{stack: doc.Stack.Name, cfg: cfg, lineage: doc.Lineage, serial: doc.Serial,
+				ingresses: ingressesOf(doc, cfg.Name), followed: followed(doc, cfg.Name)}
 			if st := doc.Groups[cfg.Name]; st != nil {
 				spec.freed, spec.updateStopped = st.Freed, st.UpdateStopped
 				spec.recorded = slices.Clone(st.Instances)

@@ -31,6 +31,12 @@ type groupSpec struct {
 	serial               uint64
 	// recorded are the members the state records.
 	recorded []state.Instance
+	// ingresses route to the group (those not freed): a pass takes the
+	// members it sees leave out of their load balancers without waiting
+	// for the sync after it (leaving.go).
+	ingresses []ingressRef
+	// followed: an ingress or enrollment (not freed) follows the group.
+	followed bool
 }
 
 // managed reports whether watch reconciles the group.
@@ -62,6 +68,11 @@ type groupState struct {
 	recorded        []state.Instance
 	recordedLineage string
 	recordedSerial  uint64
+	// seen are the live members the last pass listed, with their state
+	// and address, to tell when one joins or changes (seenAny: a pass
+	// listed them).
+	seen    map[instance.ID]memberKey
+	seenAny bool
 	// idle counts the follow-up passes in a row that did nothing.
 	idle int
 	// lastErr is the last pass's error, so a repeated one is one event.
@@ -85,6 +96,10 @@ type passResult struct {
 	// acted: the pass created or destroyed members, so the ingresses and
 	// enrollments that follow the group are synced.
 	acted bool
+	// joined: the pass listed a live member the previous one did not, or
+	// one whose state or address changed (a replacement now running), so
+	// they are synced too.
+	joined bool
 	// term is the leadership the pass acted for (nil: a follower's
 	// observe-only pass); deposed says it found that leadership gone (a
 	// fenced write, a failed verification): the loop stops acting at once.
@@ -244,6 +259,9 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	now := time.Now()
 	adj := gs.tracker.Adjust(now, d, members)
 	owed := gs.tracker.Status(now).Owed
+	joined, seen := joinedMembers(gs.seen, members)
+	res.joined = joined && gs.seenAny && spec.followed
+	gs.seen, gs.seenAny = seen, true
 	s.healEvents(gs, adj.Events, owed, log)
 	if len(gs.vanished) > owed {
 		gs.vanished = gs.vanished[len(gs.vanished)-owed:]
@@ -331,6 +349,12 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 		}
 		return report(err)
 	}
+	// Members leaving are taken out of the load balancers while their
+	// replacements are created (leaving.go), under the lease.
+	var early *earlyLeave
+	if !adj.Braked {
+		early = s.leaveEarly(ctx, gs.name, spec.ingresses, leavingMembers(gs.recorded, members, adj.Members, act.Destroy), log)
+	}
 	var errs []error
 	for _, x := range act.Destroy {
 		a.reasons[x.ID] = x.Reason
@@ -357,6 +381,7 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 
 	final := applyActions(live, created, destroyed)
 	serial, werr := t.lease.record(gs.name, final)
+	early.finish(res.acted)
 	t.lease.release()
 	if werr == nil {
 		gs.recorded, gs.recordedSerial = final, serial

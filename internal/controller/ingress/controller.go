@@ -626,3 +626,60 @@ func (c *Controller) Destroy(ctx context.Context, meta *controller.Metadata) ([]
 	obj, oerr := c.object(ctx)
 	return []controller.Object{obj}, errors.Join(err, oerr)
 }
+
+// Deregister takes the backends leaving out of the load balancers of the
+// ingress that route to the group named groupName, and touches nothing
+// else: no route, no health check, no other backend. It is how `watch`
+// stops traffic to members of a group that are gone, terminating or about
+// to be destroyed as soon as a pass sees them, without waiting for the rest
+// of the pass (creating their replacements can take seconds) and without
+// listing the ingress's other groups. The caller vouches that leaving are
+// members of groupName that are not live, which is why no membership is
+// needed: an ID of another group is never among them. Those that are not
+// registered are skipped, and a load balancer with none of them gets no
+// call. It returns what it did, one Changes per load balancer that had
+// some; a freed controller does nothing.
+func (c *Controller) Deregister(ctx context.Context, groupName string, leaving []instance.ID) ([]Changes, error) {
+	if len(leaving) == 0 {
+		return nil, nil
+	}
+	c.acting.Lock()
+	defer c.acting.Unlock()
+	if c.Freed() {
+		return nil, nil
+	}
+	in := c.Ingress()
+	var desired []DesiredLB
+	for _, d := range DesiredLBs(in) {
+		if slices.Contains(d.Groups, groupName) {
+			desired = append(desired, d)
+		}
+	}
+	out := make([]Changes, len(desired))
+	errs := make([]error, len(desired))
+	c.each(ctx, len(desired), func(i int) {
+		name := desired[i].LoadBalancer
+		out[i].LoadBalancer = name
+		l4 := c.lbs[name]
+		observed, err := l4.Backends(ctx)
+		if err != nil {
+			errs[i] = fmt.Errorf("ingress %q: load balancer %q: list backends: %w", in.Name, name, err)
+			return
+		}
+		gone := Registered(observed, leaving)
+		if len(gone) == 0 {
+			return
+		}
+		if err := l4.DeregisterBackends(ctx, ids(gone)); err != nil {
+			errs[i] = fmt.Errorf("ingress %q: load balancer %q: deregister %d backend(s): %w", in.Name, name, len(gone), err)
+			return
+		}
+		out[i].Deregister = gone
+	})
+	done := slices.DeleteFunc(out, func(ch Changes) bool { return len(ch.Deregister) == 0 })
+	err := errors.Join(errs...)
+	if err == nil {
+		err = ctx.Err()
+	}
+	return done, err
+}

@@ -472,3 +472,67 @@ func TestSyncReportsFailures(t *testing.T) {
 		t.Fatalf("lb1 was not synced: %+v", done[0])
 	}
 }
+
+// Deregister takes the named members of one group out of the load
+// balancers that route to that group, and nothing else: not the other
+// groups' backends, not another load balancer's, not a route.
+func TestDeregisterLeaving(t *testing.T) {
+	ctx := context.Background()
+	sim, _ := startSimulator(t)
+	miners := provision(t, sim, "miners", 3)
+	cattle := provision(t, sim, "cattle", 2)
+	in := e2eIngress()
+	// lb1 routes to both groups; lb2 to the miners; lb3 to the cattle.
+	in.Rules[0].Groups = []string{"miners", "cattle"}
+	lbs := lbsOf(sim, "lb1", "lb2", "lb3")
+	c, err := New(in, lbs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[string][]group.Member{"miners": miners, "cattle": cattle}
+	if _, err := c.Sync(ctx, all, true); err != nil {
+		t.Fatal(err)
+	}
+	routes := routesOf(t, lbs["lb1"])
+
+	// A miner leaves; the other ID is registered nowhere.
+	done, err := c.Deregister(ctx, "miners", []instance.ID{miners[0].ID, "not-registered"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 2 || done[0].LoadBalancer != "lb1" || done[1].LoadBalancer != "lb2" {
+		t.Fatalf("Deregister did %+v, want lb1 and lb2", done)
+	}
+	for _, ch := range done {
+		if len(ch.Deregister) != 1 || ch.Deregister[0].ID != miners[0].ID || ch.Deregister[0].Address != miners[0].Address ||
+			len(ch.Register)+len(ch.Publish)+len(ch.Unpublish) > 0 || ch.HealthCheck != nil {
+			t.Fatalf("Deregister did %+v", ch)
+		}
+	}
+	want := append(memberIDs(miners[1:]), memberIDs(cattle)...)
+	slices.Sort(want)
+	if got := backendIDs(t, lbs["lb1"]); !slices.Equal(got, want) {
+		t.Fatalf("lb1 backends %v, want %v", got, want)
+	}
+	if got := backendIDs(t, lbs["lb3"]); !slices.Equal(got, memberIDs(cattle)) {
+		t.Fatalf("lb3 backends %v: a load balancer that does not route to the miners was touched", got)
+	}
+	if got := routesOf(t, lbs["lb1"]); !slices.Equal(got, routes) {
+		t.Fatalf("lb1 routes %v, want %v", got, routes)
+	}
+
+	// Again: nothing registered is named, so nothing is done.
+	if done, err := c.Deregister(ctx, "miners", []instance.ID{miners[0].ID}); err != nil || len(done) != 0 {
+		t.Fatalf("second Deregister did %+v, %v", done, err)
+	}
+	// A freed ingress is not touched.
+	if _, err := c.Free(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := c.Deregister(ctx, "cattle", memberIDs(cattle)); err != nil || len(done) != 0 {
+		t.Fatalf("Deregister of a freed ingress did %+v, %v", done, err)
+	}
+	if got := backendIDs(t, lbs["lb3"]); len(got) != 2 {
+		t.Fatalf("lb3 backends %v after a freed ingress's Deregister", got)
+	}
+}

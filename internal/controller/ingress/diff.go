@@ -122,3 +122,21 @@ func diffBackends(ch *Changes, desired, observed []loadbalancer.Backend) {
 	slices.SortFunc(ch.Deregister, byID)
 	slices.SortFunc(ch.Readdress, func(a, b BackendChange) int { return byID(a.New, b.New) })
 }
+
+// Registered are the observed backends whose IDs are among ids, sorted by
+// ID, each once: what deregistering ids from a load balancer removes.
+func Registered(observed []loadbalancer.Backend, ids []instance.ID) []loadbalancer.Backend {
+	want := make(map[instance.ID]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	var out []loadbalancer.Backend
+	for _, b := range observed {
+		if want[b.ID] {
+			want[b.ID] = false
+			out = append(out, b)
+		}
+	}
+	slices.SortFunc(out, func(a, b loadbalancer.Backend) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}

@@ -258,3 +258,15 @@ func TestSteps(t *testing.T) {
 		t.Fatal("held backends alone should be no step")
 	}
 }
+
+func TestRegistered(t *testing.T) {
+	observed := []loadbalancer.Backend{backend("c", "10.0.0.3"), backend("a", "10.0.0.1"), backend("b", ""), backend("a", "10.0.0.9")}
+	got := Registered(observed, []instance.ID{"c", "a", "x", "c"})
+	want := []loadbalancer.Backend{backend("a", "10.0.0.1"), backend("c", "10.0.0.3")}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Registered = %+v, want %+v", got, want)
+	}
+	if got := Registered(observed, nil); len(got) != 0 {
+		t.Fatalf("Registered of none = %+v", got)
+	}
+}

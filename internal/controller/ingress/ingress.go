@@ -31,12 +31,18 @@
 //   - If the membership of any group could not be read, no backend is
 //     registered or deregistered on that pass (an unknown membership must never
 //     empty a load balancer); routes are still synced.
+//   - Deregister takes given members of one group out of the load balancers
+//     that route to it, and nothing else: watch calls it for members a pass
+//     sees leave (gone, terminating, or about to be destroyed) while the pass
+//     creates their replacements, which the sync after the pass registers.
+//     It needs no membership: the caller has just listed the group, and the
+//     members it names are of that group and not live.
 //   - The health check probes the first declared route's backend port with
-//     DefaultHealthCheck's thresholds. The SPI cannot read a health check back,
-//     so Diff asks for it whenever routes change, and the Controller also
-//     configures it on its first sync of each load balancer (and again only
-//     when the wanted check changes). A plan therefore shows it only with
-//     route changes.
+//     DefaultHealthCheck's thresholds (every 2 s, 1 s timeout, 2 to rise, 2
+//     to fall). The SPI cannot read a health check back, so Diff asks for it
+//     whenever routes change, and the Controller also configures it on its
+//     first sync of each load balancer (and again only when the wanted check
+//     changes). A plan therefore shows it only with route changes.
 package ingress
 
 import (
@@ -50,11 +56,19 @@ import (
 
 // DefaultHealthCheck is the health check configured on every load balancer of
 // an ingress, with BackendPort set to the first route's backend port.
+//
+// The check is what takes out a backend that stops answering while its
+// instance lives on (a hung process, a wedged container), which no
+// membership change reports; it does so within about an interval (load
+// balancers re-check a failing backend sooner: HAProxy's fastinter). Every
+// 2 s, HAProxy's own default, costs each backend one connection (or GET)
+// per interval. The timeout is below the interval, as cloud load balancers
+// require, and ample for a backend on the same network.
 var DefaultHealthCheck = loadbalancer.HealthCheck{
 	Healthy:   2,
 	Unhealthy: 2,
-	Interval:  10 * time.Second,
-	Timeout:   5 * time.Second,
+	Interval:  2 * time.Second,
+	Timeout:   time.Second,
 }
 
 // DesiredLB is what one load balancer should be: the routes it publishes and

@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,5 +38,13 @@ func saveRecord(path string, rec *Record) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+	b = append(b, '\n')
+	// Most calls change nothing (every Routes and Backends converges and
+	// saves): the write and its fsyncs are skipped when the file already
+	// holds this record. The caller holds the lock, so nothing changes it
+	// between the read and here.
+	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, b) {
+		return nil
+	}
+	return atomicfile.WriteFile(path, b, 0o644)
 }

@@ -458,13 +458,14 @@ func (p *Provider) resolve(ctx context.Context, rec *Record) {
 // renderInput gathers what render needs, looking up certificate files.
 func (p *Provider) renderInput(rec *Record) renderInput {
 	in := renderInput{
-		Owned:        !p.s.External(),
-		AdminSocket:  p.s.adminSocket(),
-		Bind:         p.s.Bind,
-		CheckPath:    p.s.CheckPath,
-		FastInterval: p.s.FastInterval,
-		CertFiles:    map[string]string{},
-		Record:       rec,
+		Owned:          !p.s.External(),
+		AdminSocket:    p.s.adminSocket(),
+		Bind:           p.s.Bind,
+		CheckPath:      p.s.CheckPath,
+		FastInterval:   p.s.FastInterval,
+		ConnectTimeout: p.s.ConnectTimeout,
+		CertFiles:      map[string]string{},
+		Record:         rec,
 	}
 	for _, name := range rec.names() {
 		for _, rt := range rec.LoadBalancers[name].Routes {

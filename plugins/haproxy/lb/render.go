@@ -24,6 +24,8 @@ type renderInput struct {
 	Bind         string
 	CheckPath    string
 	FastInterval time.Duration
+	// ConnectTimeout is `timeout connect` (Settings.ConnectTimeout).
+	ConnectTimeout time.Duration
 	// CertFiles maps a certificate name to the PEM file that terminates it;
 	// a name missing here is passed through (see modeOf).
 	CertFiles map[string]string
@@ -89,7 +91,10 @@ func render(in renderInput, servers bool) []byte {
 	w("defaults")
 	w("    mode tcp")
 	w("    balance roundrobin")
-	w("    timeout connect 5s")
+	// How long a request waits on a backend that does not answer its SYN
+	// (one that died without closing its socket) before the retry below
+	// sends it to another server: see DefaultConnectTimeout.
+	w("    timeout connect %dms", connectMS(in.ConnectTimeout))
 	w("    timeout client 1m")
 	w("    timeout server 1m")
 	w("    timeout tunnel 1h")
@@ -141,6 +146,15 @@ func renderRoute(w func(string, ...any), in renderInput, name string, l *LB, rt 
 		w("    timeout check %dms", hc.TimeoutMS)
 		fast := min(int(in.FastInterval/time.Millisecond), hc.IntervalMS)
 		ds = append(ds, "check", fmt.Sprintf("inter %dms fastinter %dms downinter %dms rise %d fall %d", hc.IntervalMS, fast, fast, hc.Healthy, hc.Unhealthy))
+		// No `observe layer4`: it would take a server out on its first
+		// failed connection, which spares the requests a dead backend
+		// costs until the checks or `watch` take it out, but a refused
+		// connection counts too, and a new member is usually registered
+		// tens of milliseconds before it listens: every replacement would
+		// then wait rise fast checks before its first request (measured:
+		// 2 x FastInterval added to most Docker heals). Its requests are
+		// instead retried on another server (retries, redispatch), which
+		// for a refused connection costs nothing.
 		// A check port only makes sense when backends take the route's
 		// port; one that registered with its own port is checked there.
 		if hc.BackendPort > 0 && !anyOwnPort(l) {
@@ -170,6 +184,15 @@ func renderRoute(w func(string, ...any), in renderInput, name string, l *LB, rt 
 		ip, _ := netip.ParseAddr(be.IP) // resolved IPs are valid; see resolve
 		w("    server %s %s # %s", slotName(slot), net.JoinHostPort(ip.String(), fmt.Sprint(serverPort(be, rt))), be.ID)
 	}
+}
+
+// connectMS is `timeout connect` in milliseconds: d, or
+// DefaultConnectTimeout when unset.
+func connectMS(d time.Duration) int {
+	if d <= 0 {
+		d = DefaultConnectTimeout
+	}
+	return max(int(d/time.Millisecond), 1)
 }
 
 func certComment(rt RouteRecord, m routeMode) string {

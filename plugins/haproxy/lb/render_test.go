@@ -44,13 +44,14 @@ func e2eRecord() *Record {
 
 func e2eInput(owned bool) renderInput {
 	return renderInput{
-		Owned:        owned,
-		AdminSocket:  "/var/lib/infrakit/haproxy/admin.sock",
-		Bind:         "127.0.0.1",
-		CheckPath:    "/healthz",
-		FastInterval: 500 * time.Millisecond,
-		CertFiles:    map[string]string{"have-pem": "/etc/infrakit/certs/have-pem.pem"},
-		Record:       e2eRecord(),
+		Owned:          owned,
+		AdminSocket:    "/var/lib/infrakit/haproxy/admin.sock",
+		Bind:           "127.0.0.1",
+		CheckPath:      "/healthz",
+		FastInterval:   500 * time.Millisecond,
+		ConnectTimeout: time.Second,
+		CertFiles:      map[string]string{"have-pem": "/etc/infrakit/certs/have-pem.pem"},
+		Record:         e2eRecord(),
 	}
 }
 

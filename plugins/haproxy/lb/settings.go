@@ -11,24 +11,38 @@ import (
 
 // Environment variables the provider reads (see website/providers/haproxy.md).
 const (
-	EnvDir          = "INFRAKIT_HAPROXY_DIR"           // state directory; default .infrakit/haproxy
-	EnvBinary       = "INFRAKIT_HAPROXY_BIN"           // haproxy executable; default "haproxy" in PATH, then /usr/sbin
-	EnvBind         = "INFRAKIT_HAPROXY_BIND"          // address frontends bind; default 127.0.0.1
-	EnvCertDir      = "INFRAKIT_HAPROXY_CERT_DIR"      // where certificate names map to PEM files; default <dir>/certs
-	EnvSlots        = "INFRAKIT_HAPROXY_SLOTS"         // server slots per backend before a reload grows them; default 16
-	EnvCheckPath    = "INFRAKIT_HAPROXY_CHECK_PATH"    // HTTP health check path; default /
-	EnvFastInterval = "INFRAKIT_HAPROXY_FAST_INTERVAL" // check interval of a server that is down or changing; default 500ms
-	EnvConfig       = "INFRAKIT_HAPROXY_CONFIG"        // external mode: the cfg file infrakit writes for a running HAProxy
-	EnvMasterSocket = "INFRAKIT_HAPROXY_MASTER_SOCKET" // external mode: that HAProxy's master CLI socket
+	EnvDir            = "INFRAKIT_HAPROXY_DIR"             // state directory; default .infrakit/haproxy
+	EnvBinary         = "INFRAKIT_HAPROXY_BIN"             // haproxy executable; default "haproxy" in PATH, then /usr/sbin
+	EnvBind           = "INFRAKIT_HAPROXY_BIND"            // address frontends bind; default 127.0.0.1
+	EnvCertDir        = "INFRAKIT_HAPROXY_CERT_DIR"        // where certificate names map to PEM files; default <dir>/certs
+	EnvSlots          = "INFRAKIT_HAPROXY_SLOTS"           // server slots per backend before a reload grows them; default 16
+	EnvCheckPath      = "INFRAKIT_HAPROXY_CHECK_PATH"      // HTTP health check path; default /
+	EnvFastInterval   = "INFRAKIT_HAPROXY_FAST_INTERVAL"   // check interval of a server that is down or changing; default 200ms
+	EnvConnectTimeout = "INFRAKIT_HAPROXY_CONNECT_TIMEOUT" // how long a connection to a backend may take; default 1s
+	EnvConfig         = "INFRAKIT_HAPROXY_CONFIG"          // external mode: the cfg file infrakit writes for a running HAProxy
+	EnvMasterSocket   = "INFRAKIT_HAPROXY_MASTER_SOCKET"   // external mode: that HAProxy's master CLI socket
 )
 
 // Defaults.
 const (
-	DefaultDir          = ".infrakit/haproxy"
-	DefaultBind         = "127.0.0.1"
-	DefaultSlots        = 16
-	DefaultCheckPath    = "/"
-	DefaultFastInterval = 500 * time.Millisecond
+	DefaultDir       = ".infrakit/haproxy"
+	DefaultBind      = "127.0.0.1"
+	DefaultSlots     = 16
+	DefaultCheckPath = "/"
+	// DefaultFastInterval is how often a server that is down or failing is
+	// checked: a member that failed a check (one registered a moment
+	// before it listens, one that died) is taken out, or back, within
+	// fall or rise of these rather than of the configured interval.
+	DefaultFastInterval = 200 * time.Millisecond
+	// DefaultConnectTimeout is HAProxy's `timeout connect`. A connection to
+	// a backend that died without closing its socket (a container killed
+	// on a bridge network, a machine gone) is never refused, only left
+	// unanswered: this is how long a request waits on such a backend
+	// before HAProxy retries it on another server. Backends on loopback,
+	// a bridge or a LAN answer a SYN in well under a millisecond, so one
+	// second never cuts off a live one; a lost SYN costs a retry, not a
+	// failed request.
+	DefaultConnectTimeout = time.Second
 )
 
 // Settings configure a Provider. ConfigFromEnv fills them from the
@@ -55,6 +69,11 @@ type Settings struct {
 	// joins, and a dead one leaves, within a few of these rather than a few
 	// of the configured interval. Never longer than the configured interval.
 	FastInterval time.Duration
+	// ConnectTimeout bounds each connection attempt to a backend (HAProxy's
+	// `timeout connect`; see DefaultConnectTimeout), and so how long a
+	// request waits on a dead backend before it is retried elsewhere.
+	// Raise it for backends a slow network away.
+	ConnectTimeout time.Duration
 
 	// Config and MasterSocket, when MasterSocket is set, select external
 	// mode: an HAProxy someone else runs in master-worker mode (-W -S
@@ -97,6 +116,13 @@ func ConfigFromEnv(getenv func(string) string) (Settings, error) {
 		}
 		s.FastInterval = d
 	}
+	if v := getenv(EnvConnectTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond {
+			return s, fmt.Errorf("%s=%q: want a duration of at least 1ms such as 1s", EnvConnectTimeout, v)
+		}
+		s.ConnectTimeout = d
+	}
 	return s, nil
 }
 
@@ -132,6 +158,9 @@ func (s Settings) withDefaults() (Settings, error) {
 	}
 	if s.FastInterval <= 0 {
 		s.FastInterval = DefaultFastInterval
+	}
+	if s.ConnectTimeout <= 0 {
+		s.ConnectTimeout = DefaultConnectTimeout
 	}
 	if s.ReloadTimeout <= 0 {
 		s.ReloadTimeout = 15 * time.Second

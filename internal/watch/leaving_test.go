@@ -1,0 +1,288 @@
+package watch
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/pluginhost"
+	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/plugin"
+)
+
+func TestLeavingMembers(t *testing.T) {
+	recorded := []state.Instance{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}}
+	listed := []group.Member{
+		{ID: "a", State: instance.StateRunning},
+		{ID: "c", State: instance.StateTerminating},
+		{ID: "d", State: instance.StateRunning},
+		{ID: "x", State: instance.StateTerminating}, // not recorded, listed terminating
+	}
+	// What the pass decides on: the listing, and a create it still
+	// expects ("e", recorded by no one yet).
+	adjusted := append(slices.Clone(listed), group.Member{ID: "e", State: instance.StatePending})
+	destroy := []group.Destroy{{ID: "d", Reason: group.ReasonScaleDown}}
+	got := leavingMembers(recorded, listed, adjusted, destroy)
+	// b is gone, c and x terminate, d is destroyed; a and e stay.
+	if want := []instance.ID{"b", "c", "d", "x"}; !slices.Equal(got, want) {
+		t.Fatalf("leavingMembers = %v, want %v", got, want)
+	}
+	if got := leavingMembers(recorded[:1], listed[:1], listed[:1], nil); len(got) != 0 {
+		t.Fatalf("nothing leaves, got %v", got)
+	}
+	// A member the pass keeps (the brake, a create expected) is not taken
+	// out even though the provider does not list it.
+	if got := leavingMembers([]state.Instance{{ID: "e"}}, nil, adjusted, nil); len(got) != 0 {
+		t.Fatalf("an expected member is leaving: %v", got)
+	}
+}
+
+// The early deregistration is dropped when the pass acted within the
+// grace, run at once when it did not act, and waited for once started.
+func TestEarlyLeave(t *testing.T) {
+	var ran atomic.Int32
+	work := func() { ran.Add(1) }
+	armLeave(time.Hour, work).finish(true)
+	if ran.Load() != 0 {
+		t.Fatal("a pass that acted within the grace deregistered itself")
+	}
+	armLeave(time.Hour, work).finish(false)
+	if ran.Load() != 1 {
+		t.Fatal("a pass that did not act left its leaving members registered")
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	e := armLeave(0, func() {
+		close(started)
+		<-release
+		ran.Add(1)
+	})
+	<-started
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		e.finish(true)
+	}()
+	close(release)
+	<-finished
+	if ran.Load() != 2 {
+		t.Fatal("finish returned before the deregistration under way ended")
+	}
+	var none *earlyLeave
+	none.finish(false) // nothing leaves
+}
+
+func TestJoinedMembers(t *testing.T) {
+	first := []group.Member{{ID: "a", State: instance.StateRunning, Address: "10.0.0.1"}, {ID: "b", State: instance.StatePending}}
+	joined, seen := joinedMembers(nil, first)
+	if !joined || len(seen) != 2 {
+		t.Fatalf("first listing: joined %v, seen %v", joined, seen)
+	}
+	if joined, _ := joinedMembers(seen, first); joined {
+		t.Error("the same listing again joined")
+	}
+	// a leaves, b terminates: nothing joined.
+	if joined, _ := joinedMembers(seen, []group.Member{{ID: "b", State: instance.StateTerminating}}); joined {
+		t.Error("members leaving joined")
+	}
+	// b is running now, with an address.
+	if joined, _ := joinedMembers(seen, []group.Member{first[0], {ID: "b", State: instance.StateRunning, Address: "10.0.0.2"}}); !joined {
+		t.Error("a member now running did not join")
+	}
+	if joined, _ := joinedMembers(seen, append(slices.Clone(first), group.Member{ID: "c", State: instance.StatePending})); !joined {
+		t.Error("a new member did not join")
+	}
+}
+
+func TestIngressesOf(t *testing.T) {
+	st := &config.Stack{
+		LoadBalancers: []*config.LoadBalancer{{Name: "lb1", Provider: "haproxy"}, {Name: "lb2", Provider: "simulator"}},
+		Ingresses: []*config.Ingress{
+			{Name: "site", Rules: []config.Rule{{LoadBalancer: "lb1", Groups: []string{"web"}}, {LoadBalancer: "lb2", Groups: []string{"api"}}}},
+			{Name: "admin", Rules: []config.Rule{{LoadBalancer: "lb2", Groups: []string{"api"}}}},
+			{Name: "freed", Rules: []config.Rule{{LoadBalancer: "lb1", Groups: []string{"web"}}}},
+		},
+		Enrollments: []*config.Enrollment{{Name: "nfs", Source: "db"}},
+	}
+	doc := &state.Document{Stack: st, Ingresses: map[string]*state.ControllerStatus{"freed": {Freed: true}}}
+	refs := ingressesOf(doc, "web")
+	if len(refs) != 1 || refs[0].cfg.Name != "site" || refs[0].lbs["lb1"] != "haproxy" || refs[0].lbs["lb2"] != "simulator" {
+		t.Fatalf("ingresses of web: %+v", refs)
+	}
+	if refs := ingressesOf(doc, "api"); len(refs) != 2 {
+		t.Fatalf("ingresses of api: %+v", refs)
+	}
+	if !followed(doc, "web") || !followed(doc, "db") || followed(doc, "other") {
+		t.Error("followed")
+	}
+}
+
+// slowSyncStack is followerStack with syncs an hour apart: only what a pass
+// does, not the periodic sync, can move the backends and authorizations
+// while a test runs.
+var slowSyncStack = strings.ReplaceAll(followerStack, `sync_interval = "1s"`, `sync_interval = "1h"`)
+
+// followersView reads, through the CLI's runner, the backends of lb1 and
+// the members the enrollment nfs authorizes.
+type followersView struct {
+	t   *testing.T
+	ctx context.Context
+	cli *operation.Runner
+}
+
+func newFollowersView(t *testing.T, w *workdir) *followersView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cli, err := operation.New(ctx, operation.Options{WorkDir: w.dir, HostEnv: w.env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return &followersView{t: t, ctx: ctx, cli: cli}
+}
+
+func (v *followersView) backends() []string {
+	v.t.Helper()
+	bs, err := v.cli.LoadBalancerBackends(v.ctx, "lb1")
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	var out []string
+	for _, b := range bs {
+		out = append(out, string(b.ID))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (v *followersView) authorized() []string {
+	v.t.Helper()
+	view, _, err := v.cli.DescribeEnrollment(v.ctx, "nfs")
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	var out []string
+	for _, a := range view.Authorizations {
+		out = append(out, string(a.SourceID))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// startSettled starts watch once the last of ids has been taken out of lb1
+// behind its back, and returns once watch's first pass is done and its
+// first sync has put it back: from then on, with syncs an hour apart, only
+// passes and the syncs they ask for change the load balancer and the
+// enrollment.
+func startSettled(t *testing.T, w *workdir, opts Options, ids []string) *running {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sim, err := plugin.Start(ctx, plugin.ClientConfig{Name: "simulator", Path: filepath.Join(testBin, pluginhost.BinaryName("simulator")), Env: w.env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sim.LoadBalancer("lb1").DeregisterBackends(ctx, []instance.ID{instance.ID(ids[len(ids)-1])})
+	sim.Kill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, opts)
+	eventually(t, 10*time.Second, "the first pass and the first sync", func() bool {
+		return r.status().Passes > 0 && countEvents(r.events(), EventSynced, "") > 0
+	})
+	return r
+}
+
+func instanceIDs(rs []record) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// A member that vanished leaves the load balancer at once, before (here:
+// without) its replacement being created: every Provision of the watch's
+// simulator fails, so the pass that sees the member gone creates nothing,
+// and syncs are an hour apart, so only that pass can have deregistered it.
+// The enrollment still authorizes the member: an authorization is revoked
+// only by a sync, once the replacement is authorized.
+func TestLeavingDeregisteredBeforeReplacement(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, slowSyncStack)
+	w.apply()
+	v := newFollowersView(t, w)
+	ids := instanceIDs(w.instances())
+	if got := v.backends(); !slices.Equal(got, ids) {
+		t.Fatalf("after apply, backends %v, want the members %v", got, ids)
+	}
+	if got := v.authorized(); !slices.Equal(got, ids) {
+		t.Fatalf("after apply, authorized %v, want the members %v", got, ids)
+	}
+
+	opts := testOptions(w)
+	opts.HostEnv = append(slices.Clone(w.env), "INFRAKIT_SIMULATOR_FAILURE_RATE=1")
+	r := startSettled(t, w, opts, ids)
+
+	gone := ids[0]
+	if err := os.Remove(filepath.Join(w.instanceDir(), gone+".json")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the vanished member's backend deregistered", func() bool {
+		return slices.Equal(v.backends(), ids[1:])
+	})
+	if got := instanceIDs(w.instances()); !slices.Equal(got, ids[1:]) {
+		t.Fatalf("instances %v: no replacement can have been created (every Provision fails)", got)
+	}
+	// Two more passes (each failing to create the replacement) change
+	// neither the backends nor the authorizations.
+	passes := r.status().Passes
+	eventually(t, 10*time.Second, "two more passes", func() bool { return r.status().Passes >= passes+2 })
+	if got := v.backends(); !slices.Equal(got, ids[1:]) {
+		t.Errorf("backends %v, want %v", got, ids[1:])
+	}
+	if got := v.authorized(); !slices.Equal(got, ids) {
+		t.Errorf("authorized %v, want still %v: the vanished member's authorization is revoked only once its replacement is authorized", got, ids)
+	}
+	if countEvents(r.events(), EventSynced, "") < 2 {
+		t.Error("no synced event for the deregistration")
+	}
+}
+
+// A replacement that the provider starts slowly (pending for 2s) is
+// registered by the sync after the pass that created it, and authorized by
+// the sync a later pass asks for as soon as it lists the replacement
+// running; syncs are an hour apart, so no periodic one can have done it.
+func TestRunningReplacementSynced(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, slowSyncStack)
+	w.apply()
+	v := newFollowersView(t, w)
+	ids := instanceIDs(w.instances())
+
+	opts := testOptions(w)
+	opts.HostEnv = append(slices.Clone(w.env), "INFRAKIT_SIMULATOR_PROVISION_DELAY=2s")
+	startSettled(t, w, opts, ids)
+
+	gone := ids[0]
+	if err := os.Remove(filepath.Join(w.instanceDir(), gone+".json")); err != nil {
+		t.Fatal(err)
+	}
+	var now []string
+	eventually(t, 10*time.Second, "a replacement", func() bool {
+		now = instanceIDs(w.instances())
+		return len(now) == 3 && !slices.Contains(now, gone)
+	})
+	eventually(t, 10*time.Second, "the backends equal to the members", func() bool { return slices.Equal(v.backends(), now) })
+	eventually(t, 20*time.Second, "the replacement authorized once running", func() bool { return slices.Equal(v.authorized(), now) })
+}
