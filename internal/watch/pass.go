@@ -137,10 +137,12 @@ func (a *actions) progress(ev group.Event) {
 		a.rec.Event(status.Event{Kind: status.EventCreated, Group: a.group, Instance: ev.ID, Message: "provisioned"})
 	case group.ActionDestroy:
 		reason := a.reasons[ev.ID]
+		a.drained(ev, reason)
 		a.log.Info("destroyed instance", "instance", ev.ID, "reason", reason)
 		a.rec.Event(status.Event{Kind: status.EventDestroyed, Group: a.group, Instance: ev.ID, Reason: string(reason),
 			Message: "drained and destroyed"})
 	case group.ActionError:
+		a.drained(ev, a.reasons[ev.ID])
 		a.log.Error("instance operation failed", "instance", ev.ID, "logical_id", ev.LogicalID, "error", ev.Err)
 		a.rec.Event(status.Event{Kind: status.EventError, Group: a.group, Instance: ev.ID, Provider: a.provider, Message: errText(ev.Err)})
 		method := "Provision"
@@ -149,6 +151,18 @@ func (a *actions) progress(ev group.Event) {
 		}
 		a.failed(method, ev.Err)
 	}
+}
+
+// drained records that every flavor drained a member about to be
+// destroyed for a reason of watch's own (unhealthy, a roll). Scale-downs
+// are left out: a large one would double its events and push the ones
+// operators look for out of the bounded event ring.
+func (a *actions) drained(ev group.Event, reason instance.DestroyReason) {
+	if !ev.Drained || reason == group.ReasonScaleDown {
+		return
+	}
+	a.rec.Event(status.Event{Kind: status.EventDrained, Group: a.group, Instance: ev.ID, Reason: string(reason),
+		Message: "drained by every flavor before the destroy"})
 }
 
 func (a *actions) snapshot() ([]group.Member, []instance.ID) {

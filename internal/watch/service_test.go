@@ -89,11 +89,22 @@ func TestReplaceUnhealthy(t *testing.T) {
 	if took := time.Since(marked); took < time.Second {
 		t.Errorf("replaced after %s, within the 1s grace", took)
 	}
-	eventually(t, 5*time.Second, "one replaced and one destroyed event for reason unhealthy", func() bool {
+	eventually(t, 5*time.Second, "one replaced, one drained and one destroyed event for reason unhealthy", func() bool {
 		evs := r.events()
 		return countEvents(evs, status.EventReplaced, string(group.ReasonUnhealthy)) == 1 &&
+			countEvents(evs, status.EventDrained, string(group.ReasonUnhealthy)) == 1 &&
 			countEvents(evs, status.EventDestroyed, string(group.ReasonUnhealthy)) == 1
 	})
+	// The drain is reported before the destroy it precedes.
+	var kinds []status.EventKind
+	for _, e := range r.events() {
+		if string(e.Instance) == victim && (e.Kind == status.EventDrained || e.Kind == status.EventDestroyed) {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if !slices.Equal(kinds, []status.EventKind{status.EventDrained, status.EventDestroyed}) {
+		t.Errorf("events of the victim: %v, want drained then destroyed", kinds)
+	}
 }
 
 // A rolling update that reaches watch through the state (an apply that
