@@ -63,7 +63,7 @@ func (d *Decoder) Object(raw json.RawMessage, path, allowed []string, what strin
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !slices.Contains(allowed, k) {
 			d.Errorf(Append(path, k), "Unsupported argument",
-				"An argument named %q is not expected here; %s takes %s.", k, what, QuoteAll(allowed))
+				"An argument named %q is not expected in %s. The arguments expected there are %s.", k, what, QuoteAll(allowed))
 		}
 	}
 	return fields, true

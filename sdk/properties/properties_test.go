@@ -72,7 +72,7 @@ func TestDecoder(t *testing.T) {
 		{name: "not an object", in: `[1]`, paths: []string{""}, words: []string{"The test properties must be an object, got list"}},
 		{name: "nothing", in: ``, paths: []string{""}, words: []string{"got nothing"}},
 		{name: "unknown keys sorted", in: `{"zz":1,"aa":2,"name":"n"}`, want: spec{Name: "n"}, paths: []string{"aa", "zz"},
-			words: []string{`An argument named "aa" is not expected here`, `"name", "count"`}},
+			words: []string{`An argument named "aa" is not expected in the test properties. The arguments expected there are "name", "count"`}},
 		{name: "wrong types", in: `{"name":1,"count":"3","on":"yes","ratio":true}`, want: spec{}, paths: []string{"name", "count", "ratio", "on"},
 			words: []string{"name must be a string, got number", "count must be a whole number, got string", "on must be true or false", "ratio must be a number, got bool"}},
 		{name: "fraction", in: `{"name":"n","count":1.5}`, want: spec{Name: "n"}, paths: []string{"count"}, words: []string{"got 1.5"}},

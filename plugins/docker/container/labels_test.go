@@ -3,10 +3,8 @@ package container
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"reflect"
 	"regexp"
-	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -224,64 +222,4 @@ func TestContainerName(t *testing.T) {
 			t.Fatalf("containerName(%q, %q) = %q: not a valid Docker name", tags, l, got)
 		}
 	})
-}
-
-// Applying diff's events to prev gives next, and diff of equal views is empty.
-func TestDiffApplies(t *testing.T) {
-	genView := func(t *rapid.T, label string) map[instance.ID]instance.Description {
-		ids := rapid.SliceOfDistinct(rapid.SampledFrom([]instance.ID{"a", "b", "c", "d", "e"}), func(id instance.ID) instance.ID { return id }).Draw(t, label+" ids")
-		view := map[instance.ID]instance.Description{}
-		for _, id := range ids {
-			view[id] = instance.Description{
-				ID:      id,
-				State:   rapid.SampledFrom([]instance.State{instance.StatePending, instance.StateRunning, instance.StateTerminating}).Draw(t, label+" state"),
-				Address: rapid.SampledFrom([]string{"", "172.17.0.2", "172.17.0.3:80"}).Draw(t, label+" address"),
-				Tags:    map[string]string{"tier": rapid.SampledFrom([]string{"a", "b"}).Draw(t, label+" tier")},
-			}
-		}
-		return view
-	}
-	rapid.Check(t, func(t *rapid.T) {
-		prev, next := genView(t, "prev"), genView(t, "next")
-		got := maps.Clone(prev)
-		evs := diff(prev, next)
-		for _, ev := range evs {
-			switch ev.Type {
-			case instance.EventGone:
-				if _, ok := got[ev.ID]; !ok {
-					t.Fatalf("gone event for %q, which was not there", ev.ID)
-				}
-				delete(got, ev.ID)
-			case instance.EventChanged:
-				if ev.Instance == nil || ev.Instance.ID != ev.ID {
-					t.Fatalf("changed event %+v", ev)
-				}
-				got[ev.ID] = *ev.Instance
-			}
-		}
-		if len(got) != len(next) {
-			t.Fatalf("after %v: %v; want %v", evs, got, next)
-		}
-		for id, d := range next {
-			if !sameDescription(got[id], d) {
-				t.Fatalf("after %v: %q is %+v; want %+v", evs, id, got[id], d)
-			}
-		}
-		if !slices.IsSortedFunc(evs, func(a, b instance.Event) int { return cmpID(a.ID, b.ID) }) {
-			t.Fatalf("events not sorted by ID: %v", evs)
-		}
-		if again := diff(next, next); len(again) != 0 {
-			t.Fatalf("diff of a view with itself: %v", again)
-		}
-	})
-}
-
-func cmpID(a, b instance.ID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

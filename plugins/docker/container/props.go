@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/infrakit/infrakit/sdk/properties"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -112,104 +113,96 @@ var topKeys = []string{"image", "command", "env", "labels", "network", "ports", 
 // the offending attribute (["image"], ["ports", "1"], ["env", "PORT"]).
 func Parse(raw json.RawMessage) (Properties, error) {
 	p := Properties{Network: DefaultNetwork, Restart: Restart{Name: DefaultRestart}, StopTimeout: DefaultStopTimeout}
-	var d decoder
+	var d properties.Decoder
 	missingImage := func() {
-		d.errorAt([]string{"image"}, "Missing required argument", "A container needs an image to run.")
+		d.Errorf([]string{"image"}, "Missing required argument", "A container needs an image to run.")
 	}
-	if isNull(raw) {
+	if properties.IsNull(raw) {
 		missingImage()
-		return Properties{}, d.diags
+		return Properties{}, d.Err()
 	}
-	fields, ok := d.object(raw, nil, topKeys, "the container's properties")
+	fields, ok := d.Object(raw, nil, topKeys, "the container's properties")
 	if !ok {
-		return Properties{}, d.diags
+		return Properties{}, d.Err()
 	}
-	if v, ok := fields["image"]; !ok || isNull(v) {
+	if v, ok := fields.Get("image"); !ok {
 		missingImage()
-	} else if s, ok := d.str(v, []string{"image"}); ok {
+	} else if s, ok := d.String(v, []string{"image"}); ok {
 		if msg := checkImage(s); msg != "" {
-			d.errorAt([]string{"image"}, "Invalid image", "%s", msg)
+			d.Errorf([]string{"image"}, "Invalid image", "%s", msg)
 		}
 		p.Image = s
 	}
-	if v, ok := fields["command"]; ok && !isNull(v) {
-		p.Command = d.strList(v, []string{"command"})
+	if v, ok := fields.Get("command"); ok {
+		p.Command = d.StringList(v, []string{"command"})
 	}
-	if v, ok := fields["env"]; ok && !isNull(v) {
-		p.Env = d.strMap(v, []string{"env"})
+	if v, ok := fields.Get("env"); ok {
+		p.Env = d.StringMap(v, []string{"env"})
 		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 			switch {
 			case k == "" || strings.ContainsAny(k, "=\x00"):
-				d.errorAt([]string{"env", k}, "Invalid environment variable name", "%q cannot be an environment variable name.", k)
+				d.Errorf([]string{"env", k}, "Invalid environment variable name", "%q cannot be an environment variable name.", k)
 			case slices.Contains(reservedEnv, k):
-				d.errorAt([]string{"env", k}, "Reserved environment variable", "%s is set by the docker provider for each container.", k)
+				d.Errorf([]string{"env", k}, "Reserved environment variable", "%s is set by the docker provider for each container.", k)
 			}
 		}
 	}
-	if v, ok := fields["labels"]; ok && !isNull(v) {
-		p.Labels = d.strMap(v, []string{"labels"})
+	if v, ok := fields.Get("labels"); ok {
+		p.Labels = d.StringMap(v, []string{"labels"})
 		for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
 			switch {
 			case strings.TrimSpace(k) == "":
-				d.errorAt([]string{"labels", k}, "Invalid label", "A label needs a name.")
+				d.Errorf([]string{"labels", k}, "Invalid label", "A label needs a name.")
 			case strings.HasPrefix(k, "infrakit."):
-				d.errorAt([]string{"labels", k}, "Reserved label", "Labels starting with \"infrakit.\" are the instance's tags and the provider's own records; set tags on the group or flavor instead.")
+				d.Errorf([]string{"labels", k}, "Reserved label", "Labels starting with \"infrakit.\" are the instance's tags and the provider's own records; set tags on the group or flavor instead.")
 			}
 		}
 	}
-	if v, ok := fields["network"]; ok && !isNull(v) {
-		if s, ok := d.str(v, []string{"network"}); ok {
+	if v, ok := fields.Get("network"); ok {
+		if s, ok := d.String(v, []string{"network"}); ok {
 			if strings.TrimSpace(s) == "" {
-				d.errorAt([]string{"network"}, "Invalid value", "network must not be empty; leave it out for %q.", DefaultNetwork)
+				d.Errorf([]string{"network"}, "Invalid value", "network must not be empty; leave it out for %q.", DefaultNetwork)
 			}
 			p.Network = s
 		}
 	}
-	if v, ok := fields["ports"]; ok && !isNull(v) {
-		p.Ports = d.ports(v)
+	if v, ok := fields.Get("ports"); ok {
+		p.Ports = decodePorts(&d, v)
 		if p.Network == "host" || p.Network == "none" {
 			for i, port := range p.Ports {
 				if port.Published {
-					d.errorAt([]string{"ports", strconv.Itoa(i)}, "Cannot publish a port",
+					d.Errorf([]string{"ports", strconv.Itoa(i)}, "Cannot publish a port",
 						"A container on the %q network cannot publish ports; give only the container port.", p.Network)
 				}
 			}
 		}
 	}
-	if v, ok := fields["cpus"]; ok && !isNull(v) {
-		if f, ok := d.number(v, []string{"cpus"}); ok {
+	if v, ok := fields.Get("cpus"); ok {
+		if f, ok := d.Number(v, []string{"cpus"}); ok {
 			if f < MinCPUs || math.IsInf(f, 0) {
-				d.errorAt([]string{"cpus"}, "Invalid value", "cpus = %g: the quota must be at least %g cores.", f, MinCPUs)
+				d.Errorf([]string{"cpus"}, "Invalid value", "cpus = %g: the quota must be at least %g cores.", f, MinCPUs)
 			}
 			p.CPUs = f
 		}
 	}
-	if v, ok := fields["memory"]; ok && !isNull(v) {
-		p.Memory = d.memory(v)
+	if v, ok := fields.Get("memory"); ok {
+		p.Memory = decodeMemory(&d, v)
 	}
-	if v, ok := fields["restart"]; ok && !isNull(v) {
-		if s, ok := d.str(v, []string{"restart"}); ok {
+	if v, ok := fields.Get("restart"); ok {
+		if s, ok := d.String(v, []string{"restart"}); ok {
 			r, err := parseRestart(s)
 			if err != nil {
-				d.errorAt([]string{"restart"}, "Invalid restart policy", "%v", err)
+				d.Errorf([]string{"restart"}, "Invalid restart policy", "%v", err)
 			}
 			p.Restart = r
 		}
 	}
-	if v, ok := fields["stop_timeout"]; ok && !isNull(v) {
-		if s, ok := d.str(v, []string{"stop_timeout"}); ok {
-			dur, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				d.errorAt([]string{"stop_timeout"}, "Invalid duration", "stop_timeout %q is not a duration such as \"5s\" or \"1m\".", s)
-			case dur < 0:
-				d.errorAt([]string{"stop_timeout"}, "Invalid duration", "stop_timeout must not be negative.")
-			default:
-				p.StopTimeout = dur
-			}
+	if v, ok := fields.Get("stop_timeout"); ok {
+		if dur, ok := d.Duration(v, []string{"stop_timeout"}); ok {
+			p.StopTimeout = dur
 		}
 	}
-	if err := d.diags.Err(); err != nil {
+	if err := d.Err(); err != nil {
 		return Properties{}, err
 	}
 	return p, nil
@@ -312,26 +305,26 @@ func ParseMemory(s string) (int64, error) {
 	return int64(b), nil
 }
 
-// ports decodes the ports list; elements may be strings or numbers.
-func (d *decoder) ports(raw json.RawMessage) []Port {
+// decodePorts decodes the ports list; elements may be strings or numbers.
+func decodePorts(d *properties.Decoder, raw json.RawMessage) []Port {
 	var elems []json.RawMessage
-	if jsonKind(raw) != "list" || json.Unmarshal(raw, &elems) != nil {
-		d.errorAt([]string{"ports"}, "Incorrect attribute value type", "ports must be a list of strings, got %s.", jsonKind(raw))
+	if properties.Kind(raw) != "list" || json.Unmarshal(raw, &elems) != nil {
+		d.Errorf([]string{"ports"}, "Incorrect attribute value type", "ports must be a list of strings, got %s.", properties.Kind(raw))
 		return nil
 	}
 	out := make([]Port, 0, len(elems))
 	for i, e := range elems {
 		path := []string{"ports", strconv.Itoa(i)}
 		s := strings.TrimSpace(string(e))
-		if jsonKind(e) == "string" {
+		if properties.Kind(e) == "string" {
 			_ = json.Unmarshal(e, &s)
-		} else if jsonKind(e) != "number" {
-			d.errorAt(path, "Incorrect attribute value type", "ports[%d] must be a string such as \"8080\" or \"8080:80\", got %s.", i, jsonKind(e))
+		} else if properties.Kind(e) != "number" {
+			d.Errorf(path, "Incorrect attribute value type", "ports[%d] must be a string such as \"8080\" or \"8080:80\", got %s.", i, properties.Kind(e))
 			continue
 		}
 		p, err := ParsePort(s)
 		if err != nil {
-			d.errorAt(path, "Invalid port", "%v.", err)
+			d.Errorf(path, "Invalid port", "%v.", err)
 			continue
 		}
 		out = append(out, p)
@@ -339,144 +332,26 @@ func (d *decoder) ports(raw json.RawMessage) []Port {
 	return out
 }
 
-// memory decodes the memory property: a size string or a number of bytes.
-func (d *decoder) memory(raw json.RawMessage) int64 {
+// decodeMemory decodes the memory property: a size string or a number of bytes.
+func decodeMemory(d *properties.Decoder, raw json.RawMessage) int64 {
 	path := []string{"memory"}
 	var s string
-	switch jsonKind(raw) {
+	switch properties.Kind(raw) {
 	case "string":
 		_ = json.Unmarshal(raw, &s)
 	case "number":
 		s = strings.TrimSpace(string(raw))
 	default:
-		d.errorAt(path, "Incorrect attribute value type", "memory must be a string such as \"64m\", got %s.", jsonKind(raw))
+		d.Errorf(path, "Incorrect attribute value type", "memory must be a string such as \"64m\", got %s.", properties.Kind(raw))
 		return 0
 	}
 	n, err := ParseMemory(s)
 	if err != nil {
-		d.errorAt(path, "Invalid memory size", "%v.", err)
+		d.Errorf(path, "Invalid memory size", "%v.", err)
 		return 0
 	}
 	if n < MinMemory {
-		d.errorAt(path, "Invalid memory size", "memory %q is below Docker's minimum of 6m.", s)
+		d.Errorf(path, "Invalid memory size", "memory %q is below Docker's minimum of 6m.", s)
 	}
 	return n
-}
-
-// decoder collects diagnostics while decoding JSON properties.
-type decoder struct{ diags provider.Diagnostics }
-
-func (d *decoder) errorAt(path []string, summary, detail string, args ...any) {
-	d.diags = append(d.diags, provider.Diagnostic{
-		Severity: provider.Error, Summary: summary, Detail: fmt.Sprintf(detail, args...), Path: slices.Clone(path),
-	})
-}
-
-// object decodes a JSON object, reporting keys not in allowed.
-func (d *decoder) object(raw json.RawMessage, path, allowed []string, what string) (map[string]json.RawMessage, bool) {
-	var fields map[string]json.RawMessage
-	if kind := jsonKind(raw); kind != "object" || json.Unmarshal(raw, &fields) != nil {
-		if kind == "object" {
-			kind = "invalid JSON"
-		}
-		d.errorAt(path, "Invalid properties", "%s must be an object, got %s.", upperFirst(what), kind)
-		return nil, false
-	}
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if !slices.Contains(allowed, k) {
-			d.errorAt(append(slices.Clip(path), k), "Unsupported argument",
-				"An argument named %q is not expected here; %s takes %s.", k, what, quoteAll(allowed))
-		}
-	}
-	return fields, true
-}
-
-func (d *decoder) str(raw json.RawMessage, path []string) (string, bool) {
-	var s string
-	if jsonKind(raw) != "string" || json.Unmarshal(raw, &s) != nil {
-		d.errorAt(path, "Incorrect attribute value type", "%s must be a string, got %s.", strings.Join(path, "."), jsonKind(raw))
-		return "", false
-	}
-	return s, true
-}
-
-func (d *decoder) number(raw json.RawMessage, path []string) (float64, bool) {
-	var f float64
-	if jsonKind(raw) != "number" || json.Unmarshal(raw, &f) != nil {
-		d.errorAt(path, "Incorrect attribute value type", "%s must be a number, got %s.", strings.Join(path, "."), jsonKind(raw))
-		return 0, false
-	}
-	return f, true
-}
-
-func (d *decoder) strList(raw json.RawMessage, path []string) []string {
-	var elems []json.RawMessage
-	if jsonKind(raw) != "list" || json.Unmarshal(raw, &elems) != nil {
-		d.errorAt(path, "Incorrect attribute value type", "%s must be a list of strings, got %s.", strings.Join(path, "."), jsonKind(raw))
-		return nil
-	}
-	out := make([]string, 0, len(elems))
-	for i, e := range elems {
-		if s, ok := d.str(e, append(slices.Clip(path), strconv.Itoa(i))); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func (d *decoder) strMap(raw json.RawMessage, path []string) map[string]string {
-	var fields map[string]json.RawMessage
-	if jsonKind(raw) != "object" || json.Unmarshal(raw, &fields) != nil {
-		d.errorAt(path, "Incorrect attribute value type", "%s must be a map of strings, got %s.", strings.Join(path, "."), jsonKind(raw))
-		return nil
-	}
-	out := make(map[string]string, len(fields))
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if s, ok := d.str(fields[k], append(slices.Clip(path), k)); ok {
-			out[k] = s
-		}
-	}
-	return out
-}
-
-func quoteAll(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = strconv.Quote(s)
-	}
-	return strings.Join(q, ", ")
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
-}
-
-func isNull(raw json.RawMessage) bool {
-	k := jsonKind(raw)
-	return k == "nothing" || k == "null"
-}
-
-// jsonKind names the kind of a JSON value in HCL's words, for error details.
-func jsonKind(raw json.RawMessage) string {
-	t := strings.TrimLeft(string(raw), " \t\r\n")
-	if t == "" {
-		return "nothing"
-	}
-	switch t[0] {
-	case '{':
-		return "object"
-	case '[':
-		return "list"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "bool"
-	case 'n':
-		return "null"
-	default:
-		return "number"
-	}
 }

@@ -156,7 +156,7 @@ func (p *Provider) watch(ctx context.Context, w *watcher, stream *engine.EventSt
 			s, next, err := p.subscribe(ctx, w)
 			if err == nil {
 				stream = s
-				for _, ev := range diff(known, next) {
+				for _, ev := range instance.Diff(known, next) {
 					if !send(ctx, ch, ev) {
 						stream.Close()
 						return
@@ -314,7 +314,7 @@ func (p *Provider) refresh(ctx context.Context, w *watcher, containerID string, 
 	case !found:
 		delete(known, id)
 		ev = instance.Event{Type: instance.EventGone, ID: id}
-	case wasKnown && sameDescription(old, d):
+	case wasKnown && instance.SameObservation(old, d):
 		return nil
 	default:
 		known[id] = d
@@ -324,35 +324,6 @@ func (p *Provider) refresh(ctx context.Context, w *watcher, containerID string, 
 		return ctx.Err()
 	}
 	return nil
-}
-
-// diff is the events that turn prev into next, sorted by ID.
-func diff(prev, next map[instance.ID]instance.Description) []instance.Event {
-	ids := slices.Collect(maps.Keys(next))
-	for id := range prev {
-		if _, ok := next[id]; !ok {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	var evs []instance.Event
-	for _, id := range ids {
-		d, ok := next[id]
-		switch old, had := prev[id]; {
-		case !ok:
-			evs = append(evs, instance.Event{Type: instance.EventGone, ID: id})
-		case !had || !sameDescription(old, d):
-			evs = append(evs, instance.Event{Type: instance.EventChanged, ID: id, Instance: &d})
-		}
-	}
-	return evs
-}
-
-func sameDescription(a, b instance.Description) bool {
-	return a.ID == b.ID && a.Address == b.Address && a.State == b.State &&
-		maps.Equal(a.Tags, b.Tags) &&
-		(a.LogicalID == nil) == (b.LogicalID == nil) &&
-		(a.LogicalID == nil || *a.LogicalID == *b.LogicalID)
 }
 
 // send delivers ev unless ctx ends first.

@@ -3,12 +3,10 @@ package healthcheck
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/infrakit/infrakit/sdk/properties"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -77,43 +75,39 @@ func Parse(raw json.RawMessage) (Properties, error) {
 		Timeout:    DefaultTimeout,
 		Thresholds: Thresholds{Healthy: DefaultHealthyThreshold, Unhealthy: DefaultUnhealthyThreshold},
 	}
-	if isNull(raw) {
+	if properties.IsNull(raw) {
 		return p, nil
 	}
-	var d decoder
-	fields, ok := d.object(raw, nil, topKeys, "the healthcheck flavor's properties")
+	var d properties.Decoder
+	fields, ok := d.Object(raw, nil, topKeys, "the healthcheck flavor's properties")
 	if !ok {
-		return Properties{}, d.diags
+		return Properties{}, d.Err()
 	}
 	tcp, tcpSet := true, false
-	if v, ok := fields["tcp"]; ok && !isNull(v) {
-		tcp, tcpSet = d.boolean(v, []string{"tcp"})
+	if v, ok := fields.Get("tcp"); ok {
+		tcp, tcpSet = d.Bool(v, []string{"tcp"})
 	}
-	if v, ok := fields["http"]; ok && !isNull(v) {
-		p.HTTP = d.http(v)
+	if v, ok := fields.Get("http"); ok {
+		p.HTTP = decodeHTTP(&d, v)
 		if tcpSet && tcp {
-			d.errorAt([]string{"tcp"}, "Conflicting checks", "Set either tcp = true or an http check, not both.")
+			d.Errorf([]string{"tcp"}, "Conflicting checks", "Set either tcp = true or an http check, not both.")
 		}
 	} else if tcpSet && !tcp {
-		d.errorAt([]string{"tcp"}, "No check", "tcp = false needs an http check instead; without either there is nothing to probe.")
+		d.Errorf([]string{"tcp"}, "No check", "tcp = false needs an http check instead; without either there is nothing to probe.")
 	}
-	if v, ok := fields["port"]; ok && !isNull(v) {
-		if port, ok := d.integer(v, []string{"port"}); ok {
+	if v, ok := fields.Get("port"); ok {
+		if port, ok := d.Int(v, []string{"port"}); ok {
 			if port < 1 || port > 65535 {
-				d.errorAt([]string{"port"}, "Invalid port", "port = %d is not a TCP port (1-65535).", port)
+				d.Errorf([]string{"port"}, "Invalid port", "port = %d is not a TCP port (1-65535).", port)
 			}
 			p.Port = port
 		}
 	}
-	if v, ok := fields["timeout"]; ok && !isNull(v) {
-		if s, ok := d.str(v, []string{"timeout"}); ok {
-			dur, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				d.errorAt([]string{"timeout"}, "Invalid duration", "timeout %q is not a duration such as \"1s\" or \"500ms\".", s)
-			case dur <= 0:
-				d.errorAt([]string{"timeout"}, "Invalid duration", "timeout must be positive.")
-			default:
+	if v, ok := fields.Get("timeout"); ok {
+		if dur, ok := d.Duration(v, []string{"timeout"}); ok {
+			if dur == 0 {
+				d.Errorf([]string{"timeout"}, "Invalid duration", "timeout must be positive.")
+			} else {
 				p.Timeout = dur
 			}
 		}
@@ -122,146 +116,45 @@ func Parse(raw json.RawMessage) (Properties, error) {
 		key string
 		dst *int
 	}{{"healthy_threshold", &p.Healthy}, {"unhealthy_threshold", &p.Unhealthy}} {
-		v, ok := fields[th.key]
-		if !ok || isNull(v) {
+		v, ok := fields.Get(th.key)
+		if !ok {
 			continue
 		}
-		if n, ok := d.integer(v, []string{th.key}); ok {
+		if n, ok := d.Int(v, []string{th.key}); ok {
 			if n < 1 {
-				d.errorAt([]string{th.key}, "Invalid threshold", "%s must be at least 1, got %d.", th.key, n)
+				d.Errorf([]string{th.key}, "Invalid threshold", "%s must be at least 1, got %d.", th.key, n)
 			}
 			*th.dst = n
 		}
 	}
-	if err := d.diags.Err(); err != nil {
+	if err := d.Err(); err != nil {
 		return Properties{}, err
 	}
 	return p, nil
 }
 
-// http decodes the http check.
-func (d *decoder) http(raw json.RawMessage) *HTTPCheck {
+// decodeHTTP decodes the http check.
+func decodeHTTP(d *properties.Decoder, raw json.RawMessage) *HTTPCheck {
 	c := &HTTPCheck{Path: DefaultPath, ExpectStatus: DefaultExpectStatus}
-	fields, ok := d.object(raw, []string{"http"}, httpKeys, "http")
+	fields, ok := d.Object(raw, []string{"http"}, httpKeys, "http")
 	if !ok {
 		return c
 	}
-	if v, ok := fields["path"]; ok && !isNull(v) {
-		if s, ok := d.str(v, []string{"http", "path"}); ok {
+	if v, ok := fields.Get("path"); ok {
+		if s, ok := d.String(v, []string{"http", "path"}); ok {
 			if !strings.HasPrefix(s, "/") {
-				d.errorAt([]string{"http", "path"}, "Invalid path", "http.path %q must start with \"/\".", s)
+				d.Errorf([]string{"http", "path"}, "Invalid path", "http.path %q must start with \"/\".", s)
 			}
 			c.Path = s
 		}
 	}
-	if v, ok := fields["expect_status"]; ok && !isNull(v) {
-		if n, ok := d.integer(v, []string{"http", "expect_status"}); ok {
+	if v, ok := fields.Get("expect_status"); ok {
+		if n, ok := d.Int(v, []string{"http", "expect_status"}); ok {
 			if n < 100 || n > 599 {
-				d.errorAt([]string{"http", "expect_status"}, "Invalid status", "http.expect_status = %d is not an HTTP status (100-599).", n)
+				d.Errorf([]string{"http", "expect_status"}, "Invalid status", "http.expect_status = %d is not an HTTP status (100-599).", n)
 			}
 			c.ExpectStatus = n
 		}
 	}
 	return c
-}
-
-// decoder collects diagnostics while decoding JSON properties.
-type decoder struct{ diags provider.Diagnostics }
-
-func (d *decoder) errorAt(path []string, summary, detail string, args ...any) {
-	d.diags = append(d.diags, provider.Diagnostic{
-		Severity: provider.Error, Summary: summary, Detail: fmt.Sprintf(detail, args...), Path: slices.Clone(path),
-	})
-}
-
-// object decodes a JSON object, reporting keys not in allowed.
-func (d *decoder) object(raw json.RawMessage, path, allowed []string, what string) (map[string]json.RawMessage, bool) {
-	var fields map[string]json.RawMessage
-	if kind := jsonKind(raw); kind != "object" || json.Unmarshal(raw, &fields) != nil {
-		if kind == "object" {
-			kind = "invalid JSON"
-		}
-		d.errorAt(path, "Invalid properties", "%s must be an object, got %s.", upperFirst(what), kind)
-		return nil, false
-	}
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if !slices.Contains(allowed, k) {
-			d.errorAt(append(slices.Clip(path), k), "Unsupported argument",
-				"An argument named %q is not expected here; %s takes %s.", k, what, quoteAll(allowed))
-		}
-	}
-	return fields, true
-}
-
-func (d *decoder) str(raw json.RawMessage, path []string) (string, bool) {
-	var s string
-	if jsonKind(raw) != "string" || json.Unmarshal(raw, &s) != nil {
-		d.errorAt(path, "Incorrect attribute value type", "%s must be a string, got %s.", strings.Join(path, "."), jsonKind(raw))
-		return "", false
-	}
-	return s, true
-}
-
-func (d *decoder) boolean(raw json.RawMessage, path []string) (bool, bool) {
-	var b bool
-	if jsonKind(raw) != "bool" || json.Unmarshal(raw, &b) != nil {
-		d.errorAt(path, "Incorrect attribute value type", "%s must be true or false, got %s.", strings.Join(path, "."), jsonKind(raw))
-		return false, false
-	}
-	return b, true
-}
-
-func (d *decoder) integer(raw json.RawMessage, path []string) (int, bool) {
-	var f float64
-	if jsonKind(raw) != "number" || json.Unmarshal(raw, &f) != nil || f != float64(int(f)) {
-		what := jsonKind(raw)
-		if what == "number" {
-			what = strings.TrimSpace(string(raw))
-		}
-		d.errorAt(path, "Incorrect attribute value type", "%s must be a whole number, got %s.", strings.Join(path, "."), what)
-		return 0, false
-	}
-	return int(f), true
-}
-
-func quoteAll(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = strconv.Quote(s)
-	}
-	return strings.Join(q, ", ")
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
-}
-
-func isNull(raw json.RawMessage) bool {
-	k := jsonKind(raw)
-	return k == "nothing" || k == "null"
-}
-
-// jsonKind names the kind of a JSON value in HCL's words, for error details.
-func jsonKind(raw json.RawMessage) string {
-	t := strings.TrimLeft(string(raw), " \t\r\n")
-	if t == "" {
-		return "nothing"
-	}
-	switch t[0] {
-	case '{':
-		return "object"
-	case '[':
-		return "list"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "bool"
-	case 'n':
-		return "null"
-	default:
-		return "number"
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/infrakit/infrakit/plugins/simulator/store"
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/properties"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -35,50 +36,18 @@ type flavorProperties struct {
 
 func parseFlavorProperties(raw json.RawMessage) (flavorProperties, error) {
 	var fp flavorProperties
-	if err := validateObject(raw); err != nil || isAbsent(raw) {
+	if err := validateObject(raw); err != nil || properties.IsNull(raw) {
 		return fp, err
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return fp, provider.AttributeError("Invalid properties", err.Error())
+	var d properties.Decoder
+	fields, ok := d.Object(raw, nil, []string{"tags"}, "the simulator flavor")
+	if !ok {
+		return fp, d.Err()
 	}
-	var diags provider.Diagnostics
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		v := fields[k]
-		if k != "tags" {
-			diags = append(diags, provider.Diagnostic{
-				Severity: provider.Error, Summary: "Unsupported argument",
-				Detail: fmt.Sprintf("An argument named %q is not expected here; the simulator flavor accepts only \"tags\".", k),
-				Path:   []string{k},
-			})
-			continue
-		}
-		if isAbsent(v) {
-			continue
-		}
-		if jsonKind(v) != "object" {
-			diags = append(diags, provider.Diagnostic{
-				Severity: provider.Error, Summary: "Invalid tags",
-				Detail: fmt.Sprintf("tags must be a map of strings, got %s", jsonKind(v)), Path: []string{"tags"},
-			})
-			continue
-		}
-		var tags map[string]json.RawMessage
-		_ = json.Unmarshal(v, &tags) // valid JSON object, checked above
-		fp.Tags = map[string]string{}
-		for _, tk := range slices.Sorted(maps.Keys(tags)) {
-			var s string
-			if err := json.Unmarshal(tags[tk], &s); err != nil {
-				diags = append(diags, provider.Diagnostic{
-					Severity: provider.Error, Summary: "Invalid tag value",
-					Detail: fmt.Sprintf("tag %q must be a string, got %s", tk, jsonKind(tags[tk])), Path: []string{"tags", tk},
-				})
-				continue
-			}
-			fp.Tags[tk] = s
-		}
+	if v, ok := fields.Get("tags"); ok {
+		fp.Tags = d.StringMap(v, []string{"tags"})
 	}
-	return fp, diags.Err()
+	return fp, d.Err()
 }
 
 // Validate checks the optional tags property.

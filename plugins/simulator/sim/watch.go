@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -149,7 +148,7 @@ func (p *Instances) watch(ctx context.Context, tags map[string]string, prev map[
 			continue
 		}
 		mark = watchMark{stamp: stamp, wake: wake, full: now, gen: gen}
-		for _, ev := range diff(prev, next) {
+		for _, ev := range instance.Diff(prev, next) {
 			select {
 			case ch <- ev:
 			case <-ctx.Done():
@@ -215,33 +214,4 @@ func (p *Instances) snapshot(ctx context.Context, tags map[string]string) (map[i
 		}
 	}
 	return snap, wake, gen, nil
-}
-
-// diff is the events that turn prev into next, sorted by ID.
-func diff(prev, next map[instance.ID]instance.Description) []instance.Event {
-	ids := slices.Sorted(maps.Keys(next))
-	for id := range prev {
-		if _, ok := next[id]; !ok {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	var evs []instance.Event
-	for _, id := range ids {
-		d, ok := next[id]
-		switch old, had := prev[id]; {
-		case !ok:
-			evs = append(evs, instance.Event{Type: instance.EventGone, ID: id})
-		case !had || !sameDescription(old, d):
-			evs = append(evs, instance.Event{Type: instance.EventChanged, ID: id, Instance: &d})
-		}
-	}
-	return evs
-}
-
-func sameDescription(a, b instance.Description) bool {
-	return a.ID == b.ID && a.Address == b.Address && a.State == b.State &&
-		maps.Equal(a.Tags, b.Tags) &&
-		(a.LogicalID == nil) == (b.LogicalID == nil) &&
-		(a.LogicalID == nil || *a.LogicalID == *b.LogicalID)
 }

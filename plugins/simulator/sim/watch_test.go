@@ -10,48 +10,6 @@ import (
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
-func TestDiff(t *testing.T) {
-	la, lb := instance.LogicalID("a"), instance.LogicalID("b")
-	d := func(id instance.ID, state instance.State, tags map[string]string, logical *instance.LogicalID) instance.Description {
-		return instance.Description{ID: id, State: state, Tags: tags, Address: "10.0.0.1", LogicalID: logical}
-	}
-	base := map[instance.ID]instance.Description{
-		"i-1": d("i-1", instance.StateRunning, map[string]string{"a": "1"}, nil),
-		"i-2": d("i-2", instance.StatePending, nil, &la),
-	}
-	for _, tc := range []struct {
-		name string
-		next map[instance.ID]instance.Description
-		want []string // "changed i-1", "gone i-2"
-	}{
-		{"same", base, nil},
-		{"new", map[instance.ID]instance.Description{"i-0": d("i-0", instance.StateRunning, nil, nil), "i-1": base["i-1"], "i-2": base["i-2"]}, []string{"changed i-0"}},
-		{"state", map[instance.ID]instance.Description{"i-1": base["i-1"], "i-2": d("i-2", instance.StateRunning, nil, &la)}, []string{"changed i-2"}},
-		{"tags", map[instance.ID]instance.Description{"i-1": d("i-1", instance.StateRunning, map[string]string{"a": "2"}, nil), "i-2": base["i-2"]}, []string{"changed i-1"}},
-		{"logical id", map[instance.ID]instance.Description{"i-1": base["i-1"], "i-2": d("i-2", instance.StatePending, nil, &lb)}, []string{"changed i-2"}},
-		{"gone", map[instance.ID]instance.Description{"i-2": base["i-2"]}, []string{"gone i-1"}},
-		{"all gone", nil, []string{"gone i-1", "gone i-2"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var got []string
-			for _, ev := range diff(base, tc.next) {
-				got = append(got, string(ev.Type)+" "+string(ev.ID))
-				if (ev.Type == instance.EventGone) != (ev.Instance == nil) {
-					t.Errorf("event %+v: Instance must be set exactly for changed", ev)
-				}
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("diff = %v, want %v", got, tc.want)
-			}
-			for i := range got {
-				if got[i] != tc.want[i] {
-					t.Fatalf("diff = %v, want %v", got, tc.want)
-				}
-			}
-		})
-	}
-}
-
 func TestWatch(t *testing.T) {
 	s := newSim(t, Config{WatchInterval: 10 * time.Millisecond, ProvisionDelay: 150 * time.Millisecond})
 	p := s.Instances("compute")

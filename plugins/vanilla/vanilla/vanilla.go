@@ -21,6 +21,7 @@ import (
 
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/properties"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -145,169 +146,65 @@ var (
 // ["tags", "tier"], ["attachments", "0", "id"]).
 func Parse(raw json.RawMessage) (Properties, error) {
 	var p Properties
-	if isNull(raw) {
+	if properties.IsNull(raw) {
 		return p, nil
 	}
-	var fields map[string]json.RawMessage
-	if kind := jsonKind(raw); kind != "object" || json.Unmarshal(raw, &fields) != nil {
-		if !json.Valid(raw) {
-			kind = "invalid JSON"
-		}
-		return p, provider.Diagnostics{errorAt(nil, "Invalid properties", "The vanilla flavor's properties must be an object, got %s.", kind)}
+	var d properties.Decoder
+	fields, ok := d.Object(raw, nil, topKeys, "the vanilla flavor's properties")
+	if !ok {
+		return Properties{}, d.Err()
 	}
-	var diags provider.Diagnostics
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		v := fields[k]
-		if !slices.Contains(topKeys, k) {
-			diags = append(diags, unsupported([]string{k}, k, topKeys))
-			continue
-		}
-		if isNull(v) {
-			continue // an HCL null is the same as leaving it out
-		}
-		switch k {
-		case "init":
-			var ds provider.Diagnostics
-			p.Init, ds = parseStringList(v, "init")
-			diags = append(diags, ds...)
-		case "tags":
-			var ds provider.Diagnostics
-			p.Tags, ds = parseStringMap(v, "tags")
-			diags = append(diags, ds...)
-		case "attachments":
-			var ds provider.Diagnostics
-			p.Attachments, ds = parseAttachments(v)
-			diags = append(diags, ds...)
-		}
+	if v, ok := fields.Get("init"); ok {
+		p.Init = d.StringList(v, []string{"init"})
 	}
-	if err := diags.Err(); err != nil {
+	if v, ok := fields.Get("tags"); ok {
+		p.Tags = d.StringMap(v, []string{"tags"})
+	}
+	if v, ok := fields.Get("attachments"); ok {
+		p.Attachments = decodeAttachments(&d, v)
+	}
+	if err := d.Err(); err != nil {
 		return Properties{}, err
 	}
 	return p, nil
 }
 
-func parseStringList(raw json.RawMessage, attr string) ([]string, provider.Diagnostics) {
+// decodeAttachments decodes attachments = [{id, type}, ...]; both are
+// required strings.
+func decodeAttachments(d *properties.Decoder, raw json.RawMessage) []instance.Attachment {
+	path := []string{"attachments"}
 	var elems []json.RawMessage
-	if jsonKind(raw) != "list" || json.Unmarshal(raw, &elems) != nil {
-		return nil, provider.Diagnostics{errorAt([]string{attr}, "Incorrect attribute value type",
-			"%s must be a list of strings, got %s.", attr, jsonKind(raw))}
+	if properties.Kind(raw) != "list" || json.Unmarshal(raw, &elems) != nil {
+		d.Errorf(path, "Incorrect attribute value type",
+			"attachments must be a list of objects with id and type, got %s.", properties.Kind(raw))
+		return nil
 	}
-	var diags provider.Diagnostics
-	out := make([]string, 0, len(elems))
-	for i, e := range elems {
-		var s string
-		if jsonKind(e) != "string" || json.Unmarshal(e, &s) != nil {
-			diags = append(diags, errorAt([]string{attr, strconv.Itoa(i)}, "Incorrect attribute value type",
-				"%s[%d] must be a string, got %s.", attr, i, jsonKind(e)))
-			continue
-		}
-		out = append(out, s)
-	}
-	return out, diags
-}
-
-func parseStringMap(raw json.RawMessage, attr string) (map[string]string, provider.Diagnostics) {
-	var fields map[string]json.RawMessage
-	if jsonKind(raw) != "object" || json.Unmarshal(raw, &fields) != nil {
-		return nil, provider.Diagnostics{errorAt([]string{attr}, "Incorrect attribute value type",
-			"%s must be a map of strings, got %s.", attr, jsonKind(raw))}
-	}
-	var diags provider.Diagnostics
-	out := make(map[string]string, len(fields))
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		var s string
-		if jsonKind(fields[k]) != "string" || json.Unmarshal(fields[k], &s) != nil {
-			diags = append(diags, errorAt([]string{attr, k}, "Incorrect attribute value type",
-				"%s[%q] must be a string, got %s.", attr, k, jsonKind(fields[k])))
-			continue
-		}
-		out[k] = s
-	}
-	return out, diags
-}
-
-func parseAttachments(raw json.RawMessage) ([]instance.Attachment, provider.Diagnostics) {
-	var elems []json.RawMessage
-	if jsonKind(raw) != "list" || json.Unmarshal(raw, &elems) != nil {
-		return nil, provider.Diagnostics{errorAt([]string{"attachments"}, "Incorrect attribute value type",
-			"attachments must be a list of objects with id and type, got %s.", jsonKind(raw))}
-	}
-	var diags provider.Diagnostics
 	out := make([]instance.Attachment, 0, len(elems))
 	for i, e := range elems {
-		path := []string{"attachments", strconv.Itoa(i)}
-		var fields map[string]json.RawMessage
-		if jsonKind(e) != "object" || json.Unmarshal(e, &fields) != nil {
-			diags = append(diags, errorAt(path, "Incorrect attribute value type",
-				"attachments[%d] must be an object with id and type, got %s.", i, jsonKind(e)))
+		at := properties.Append(path, strconv.Itoa(i))
+		if properties.Kind(e) != "object" {
+			d.Errorf(at, "Incorrect attribute value type",
+				"attachments[%d] must be an object with id and type, got %s.", i, properties.Kind(e))
+			continue
+		}
+		fields, ok := d.Object(e, at, attachmentKeys, fmt.Sprintf("attachments[%d]", i))
+		if !ok {
 			continue
 		}
 		var a instance.Attachment
-		for _, k := range slices.Sorted(maps.Keys(fields)) {
-			if !slices.Contains(attachmentKeys, k) {
-				diags = append(diags, unsupported(append(slices.Clip(path), k), k, attachmentKeys))
-			}
-		}
 		for _, k := range attachmentKeys {
-			v, ok := fields[k]
 			dst := &a.ID
 			if k == "type" {
 				dst = &a.Type
 			}
-			switch {
-			case !ok || isNull(v):
-				diags = append(diags, errorAt(append(slices.Clip(path), k), "Missing required argument",
-					"attachments[%d] needs %q.", i, k))
-			case jsonKind(v) != "string" || json.Unmarshal(v, dst) != nil:
-				diags = append(diags, errorAt(append(slices.Clip(path), k), "Incorrect attribute value type",
-					"attachments[%d].%s must be a string, got %s.", i, k, jsonKind(v)))
+			v, ok := fields.Get(k)
+			if !ok {
+				d.Errorf(properties.Append(at, k), "Missing required argument", "attachments[%d] needs %q.", i, k)
+				continue
 			}
+			*dst, _ = d.String(v, properties.Append(at, k))
 		}
 		out = append(out, a)
 	}
-	return out, diags
-}
-
-func errorAt(path []string, summary, detail string, args ...any) provider.Diagnostic {
-	return provider.Diagnostic{Severity: provider.Error, Summary: summary, Detail: fmt.Sprintf(detail, args...), Path: path}
-}
-
-func unsupported(path []string, key string, allowed []string) provider.Diagnostic {
-	return errorAt(path, "Unsupported argument",
-		"An argument named %q is not expected here; the vanilla flavor accepts %s.", key, strings.Join(quoteAll(allowed), ", "))
-}
-
-func quoteAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = strconv.Quote(s)
-	}
 	return out
-}
-
-func isNull(raw json.RawMessage) bool {
-	k := jsonKind(raw)
-	return k == "nothing" || k == "null"
-}
-
-// jsonKind names the kind of a JSON value in HCL's words, for error details.
-func jsonKind(raw json.RawMessage) string {
-	t := strings.TrimLeft(string(raw), " \t\r\n")
-	if t == "" {
-		return "nothing"
-	}
-	switch t[0] {
-	case '{':
-		return "object"
-	case '[':
-		return "list"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "bool"
-	case 'n':
-		return "null"
-	default:
-		return "number"
-	}
 }

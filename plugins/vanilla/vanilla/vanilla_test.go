@@ -41,7 +41,7 @@ func TestValidate(t *testing.T) {
 		{name: "invalid JSON", props: `{"init": [`, want: []want{{"", "Invalid properties", "invalid JSON"}}},
 		{name: "init not a list", props: `{"init": "echo hi"}`, want: []want{{"init", "Incorrect attribute value type", "got string"}}},
 		{name: "init element", props: `{"init": ["ok", 1, "ok", true]}`, want: []want{
-			{"init.1", "Incorrect attribute value type", "init[1] must be a string, got number"},
+			{"init.1", "Incorrect attribute value type", "init.1 must be a string, got number"},
 			{"init.3", "Incorrect attribute value type", "got bool"},
 		}},
 		{name: "tags not a map", props: `{"tags": ["a"]}`, want: []want{{"tags", "Incorrect attribute value type", "map of strings"}}},
@@ -50,7 +50,7 @@ func TestValidate(t *testing.T) {
 			{"tags.z", "Incorrect attribute value type", "got object"},
 		}},
 		{name: "unknown key", props: `{"init": [], "size": 3}`, want: []want{
-			{"size", "Unsupported argument", `"size" is not expected here; the vanilla flavor accepts "init", "tags", "attachments"`},
+			{"size", "Unsupported argument", `"size" is not expected in the vanilla flavor's properties. The arguments expected there are "init", "tags", "attachments"`},
 		}},
 		{name: "attachment shape", props: `{"attachments": [{"id": "a"}, "b", {"id": 1, "type": "t", "size": 2}]}`, want: []want{
 			{"attachments.0.type", "Missing required argument", `needs "type"`},
