@@ -163,6 +163,23 @@ func (d *Decoder) StringMap(raw json.RawMessage, path []string) map[string]strin
 	return out
 }
 
+// Environment decodes a map of environment variables for a program the
+// provider starts: names that cannot be variables are refused, and so are
+// the reserved names the provider sets itself (setBy says who, as in "the
+// process provider for each instance").
+func (d *Decoder) Environment(raw json.RawMessage, path, reserved []string, setBy string) map[string]string {
+	env := d.StringMap(raw, path)
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		switch {
+		case k == "" || strings.ContainsAny(k, "=\x00"):
+			d.Errorf(Append(path, k), "Invalid environment variable name", "%q cannot be an environment variable name.", k)
+		case slices.Contains(reserved, k):
+			d.Errorf(Append(path, k), "Reserved environment variable", "%s is set by %s.", k, setBy)
+		}
+	}
+	return env
+}
+
 // Append returns path extended by elems without sharing path's backing
 // array, so sibling paths built from one parent never overwrite each other.
 func Append(path []string, elems ...string) []string {

@@ -141,3 +141,23 @@ func TestErrIsNilWithoutErrors(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestEnvironment(t *testing.T) {
+	var d Decoder
+	env := d.Environment(json.RawMessage(`{"A":"1","":"x","B=C":"y","PORT":"9"}`), []string{"env"}, []string{"PORT"}, "the test provider for each instance")
+	if env["A"] != "1" {
+		t.Errorf("env = %v", env)
+	}
+	var got []string
+	for _, dg := range d.Diags {
+		got = append(got, strings.Join(dg.Path, ".")+": "+dg.Summary+": "+dg.Detail)
+	}
+	want := []string{
+		`env.: Invalid environment variable name: "" cannot be an environment variable name.`,
+		`env.B=C: Invalid environment variable name: "B=C" cannot be an environment variable name.`,
+		`env.PORT: Reserved environment variable: PORT is set by the test provider for each instance.`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("diagnostics\n%q\nwant\n%q", got, want)
+	}
+}

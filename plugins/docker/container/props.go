@@ -137,15 +137,7 @@ func Parse(raw json.RawMessage) (Properties, error) {
 		p.Command = d.StringList(v, []string{"command"})
 	}
 	if v, ok := fields.Get("env"); ok {
-		p.Env = d.StringMap(v, []string{"env"})
-		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
-			switch {
-			case k == "" || strings.ContainsAny(k, "=\x00"):
-				d.Errorf([]string{"env", k}, "Invalid environment variable name", "%q cannot be an environment variable name.", k)
-			case slices.Contains(reservedEnv, k):
-				d.Errorf([]string{"env", k}, "Reserved environment variable", "%s is set by the docker provider for each container.", k)
-			}
-		}
+		p.Env = d.Environment(v, []string{"env"}, reservedEnv, "the docker provider for each container")
 	}
 	if v, ok := fields.Get("labels"); ok {
 		p.Labels = d.StringMap(v, []string{"labels"})

@@ -3,8 +3,6 @@ package process
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -99,15 +97,7 @@ func Parse(raw json.RawMessage) (Properties, error) {
 		p.Args = d.StringList(v, []string{"args"})
 	}
 	if v, ok := fields.Get("env"); ok {
-		p.Env = d.StringMap(v, []string{"env"})
-		for _, k := range slices.Sorted(maps.Keys(p.Env)) {
-			switch {
-			case k == "" || strings.ContainsAny(k, "=\x00"):
-				d.Errorf([]string{"env", k}, "Invalid environment variable name", "%q cannot be an environment variable name.", k)
-			case slices.Contains(reservedEnv, k):
-				d.Errorf([]string{"env", k}, "Reserved environment variable", "%s is set by the process provider for each instance.", k)
-			}
-		}
+		p.Env = d.Environment(v, []string{"env"}, reservedEnv, "the process provider for each instance")
 	}
 	if v, ok := fields.Get("dir"); ok {
 		p.Dir, _ = d.String(v, []string{"dir"})
