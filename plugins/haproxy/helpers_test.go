@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -88,8 +87,7 @@ func (e *env) master() runtimeapi.Master {
 // start launches the provider binary as a host does.
 func (e *env) start(t *testing.T) *plugin.Client {
 	t.Helper()
-	logs := &testWriter{t: t}
-	t.Cleanup(logs.close) // registered first, so it runs after Kill
+	logs := providertest.LogWriter(t) // registered first, so it runs after Kill
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := plugin.Start(ctx, plugin.ClientConfig{
@@ -246,29 +244,6 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s: not within %s (last error: %v)", what, timeout, last)
-}
-
-// testWriter sends the provider's logs to the test log until the test ends;
-// go-plugin's log pump may still write after that, which t.Log forbids.
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
 }
 
 // lineReader reads a streaming response line by line.

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/plugin"
+	"github.com/infrakit/infrakit/sdk/providertest"
 )
 
 // TestJudgesProcessInstances runs both binaries as the host does: the
@@ -92,8 +91,7 @@ func TestJudgesProcessInstances(t *testing.T) {
 
 func start(t *testing.T, name, bin string, env ...string) *plugin.Client {
 	t.Helper()
-	logs := &testWriter{t: t}
-	t.Cleanup(logs.close) // registered first, so it runs after Kill
+	logs := providertest.LogWriter(t) // registered first, so it runs after Kill
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := plugin.Start(ctx, plugin.ClientConfig{
@@ -120,25 +118,4 @@ func killOnCleanup(t *testing.T, path string) {
 		t.Fatalf("instance record: %v", err)
 	}
 	t.Cleanup(func() { _, _ = proc.SignalGroup(rec.Identity, syscall.SIGKILL) })
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
 }

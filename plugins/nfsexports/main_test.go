@@ -70,8 +70,7 @@ func TestConformance(t *testing.T) {
 
 func start(t *testing.T, vars []string) *plugin.Client {
 	t.Helper()
-	logs := &testWriter{t: t}
-	t.Cleanup(logs.close)
+	logs := providertest.LogWriter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := plugin.Start(ctx, plugin.ClientConfig{
@@ -176,26 +175,4 @@ func TestDiagnosticsOverTheWire(t *testing.T) {
 	if _, err := os.Stat(file); err == nil {
 		t.Fatal("a refused authorization wrote the file")
 	}
-}
-
-// testWriter sends the provider's logs to the test log until the test ends.
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/infrakit/infrakit/plugins/process/proc"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/plugin"
+	"github.com/infrakit/infrakit/sdk/providertest"
 )
 
 // TestRestartAdopts drives the binary as the host does: instances outlive
@@ -111,8 +112,7 @@ func TestRestartAdopts(t *testing.T) {
 
 func startProvider(t *testing.T, bin string, env ...string) *plugin.Client {
 	t.Helper()
-	logs := &testWriter{t: t}
-	t.Cleanup(logs.close) // registered first, so it runs after Kill
+	logs := providertest.LogWriter(t) // registered first, so it runs after Kill
 	c, err := plugin.Start(ctx(t), plugin.ClientConfig{
 		Name: "process", Path: bin, Env: env, Dir: t.TempDir(),
 		Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}),
@@ -259,27 +259,4 @@ func reap(pid int) {
 			return
 		}
 	}
-}
-
-// testWriter sends the provider's logs to the test log until the test
-// ends; go-plugin's log pump may still write after that, which t.Log forbids.
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
 }

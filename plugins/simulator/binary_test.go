@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,8 +27,7 @@ import (
 
 func startSimulator(t *testing.T, bin string, env ...string) *plugin.Client {
 	t.Helper()
-	logs := &testWriter{t: t}
-	t.Cleanup(logs.close) // registered first, so it runs after Kill
+	logs := providertest.LogWriter(t) // registered first, so it runs after Kill
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := plugin.Start(ctx, plugin.ClientConfig{
@@ -41,29 +39,6 @@ func startSimulator(t *testing.T, bin string, env ...string) *plugin.Client {
 	}
 	t.Cleanup(c.Kill)
 	return c
-}
-
-// testWriter sends the provider's logs to the test log until the test ends;
-// go-plugin's log pump may still write after that, which t.Log forbids.
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
 }
 
 // TestSimulatorBinary builds the binary once for its subtests.

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -236,28 +235,6 @@ func readPIDFile(t *testing.T, path string) int {
 
 // testLogger logs to t until the test ends.
 func testLogger(t *testing.T) hclog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(w.close)
+	w := providertest.LogWriter(t)
 	return hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Debug})
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
 }
