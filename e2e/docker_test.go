@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -49,7 +48,7 @@ func newDockerEnv(t *testing.T) *dockerEnv {
 	if out, err := dockerRun("version", "--format", "{{.Server.Version}}"); err != nil {
 		t.Skipf("no Docker Engine answers (docker version: %v): %s", err, strings.TrimSpace(out))
 	}
-	if !dockerHaveHAProxy() {
+	if !haproxyInstalled() {
 		t.Fatal("haproxy is not installed (apt-get install haproxy; .ci/run installs it): the stack's load balancer runs it")
 	}
 	var b [4]byte
@@ -75,7 +74,7 @@ func newDockerEnv(t *testing.T) *dockerEnv {
 	t.Cleanup(d.stopHAProxy)
 	t.Cleanup(d.removeContainers)
 
-	d.port = dockerFreePort(t)
+	d.port = freePort(t)
 	d.w = newWorkdir(t)
 	d.w.env = append(d.w.env,
 		"INFRAKIT_HAPROXY_DIR="+d.ha,
@@ -118,29 +117,6 @@ func dockerRunIn(dir, name string, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.String(), err
-}
-
-func dockerHaveHAProxy() bool {
-	if _, err := exec.LookPath("haproxy"); err == nil {
-		return true
-	}
-	for _, p := range []string{"/usr/sbin/haproxy", "/usr/local/sbin/haproxy"} {
-		if _, err := os.Stat(p); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// dockerFreePort is a loopback TCP port nothing listens on at the moment.
-func dockerFreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // docker runs the docker CLI and fails the test unless it succeeds.
@@ -202,40 +178,8 @@ func (d *dockerEnv) removeContainers() {
 // haproxy running on that directory's configuration, then removes the
 // directory.
 func (d *dockerEnv) stopHAProxy() {
-	defer os.RemoveAll(d.ha)
-	b, err := os.ReadFile(filepath.Join(d.ha, "haproxy.pid"))
-	if err != nil {
-		return // never started
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !bytes.Contains(cmdline, []byte("haproxy")) || !bytes.Contains(cmdline, []byte(d.ha)) {
-		return // gone, or a recycled pid
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(5 * time.Second)
-	for dockerAlive(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			deadline = time.Now().Add(5 * time.Second)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// dockerAlive: the process exists and is not a zombie (a daemonized
-// HAProxy is reaped by init, which may take a moment).
-func dockerAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	stopHAProxy(d.t, d.ha)
+	_ = os.RemoveAll(d.ha)
 }
 
 // followers reports whether the load balancer's backends and the exports

@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -44,7 +42,7 @@ func newRealStack(t *testing.T) *realStack {
 	realNeedHAProxy(t)
 	w := newWorkdir(t)
 	w.copyStack("testdata/real")
-	s := &realStack{workdir: w, lbPort: realFreePort(t), exports: filepath.Join(w.dir, "exports", "infrakit.exports")}
+	s := &realStack{workdir: w, lbPort: freePort(t), exports: filepath.Join(w.dir, "exports", "infrakit.exports")}
 	b, err := os.ReadFile(filepath.Join(w.dir, "stack.hcl"))
 	if err != nil {
 		t.Fatal(err)
@@ -77,29 +75,13 @@ func newRealStack(t *testing.T) *realStack {
 // CI, which installs it (.ci/run).
 func realNeedHAProxy(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("haproxy"); err == nil {
+	if haproxyInstalled() {
 		return
-	}
-	for _, p := range []string{"/usr/sbin/haproxy", "/usr/local/sbin/haproxy"} {
-		if _, err := os.Stat(p); err == nil {
-			return
-		}
 	}
 	if os.Getenv("CI") != "" {
 		t.Fatal("haproxy is not installed; .ci/run installs it")
 	}
 	t.Skip("haproxy is not installed (apt-get install haproxy)")
-}
-
-// realFreePort returns a loopback port nothing listens on right now.
-func realFreePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // realRecord is the part of the process provider's instance record
@@ -204,46 +186,8 @@ func (s *realStack) cleanup() {
 			s.t.Logf("cleanup: instance %s: %v", r.ID, err)
 		}
 	}
-	realStopHAProxy(s.t, s.haproxyDir)
+	stopHAProxy(s.t, s.haproxyDir)
 	_ = os.RemoveAll(s.haproxyDir)
-}
-
-// realStopHAProxy stops the HAProxy master whose pid dir/haproxy.pid holds,
-// once /proc/<pid>/cmdline shows it is an haproxy running dir's
-// configuration.
-func realStopHAProxy(t *testing.T, dir string) {
-	b, err := os.ReadFile(filepath.Join(dir, "haproxy.pid"))
-	if err != nil {
-		return // never started
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		t.Logf("cleanup: haproxy.pid holds %q", b)
-		return
-	}
-	isOurs := func() bool {
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		return err == nil && strings.Contains(string(cmdline), "haproxy") &&
-			strings.Contains(string(cmdline), filepath.Join(dir, "haproxy.cfg"))
-	}
-	if !isOurs() {
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(10 * time.Second)
-	for isOurs() && !realExited(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// realExited reports whether pid is gone or a zombie.
-func realExited(pid int) bool {
-	s, err := proc.ReadStat(pid)
-	return err != nil || s.Exited()
 }
 
 // realAnswer is one request sent through HAProxy.
