@@ -274,6 +274,16 @@ func start(t *testing.T, opts Options) *running {
 		t.Fatal("watch did not start within 30s")
 	}
 	t.Cleanup(func() { r.stop() })
+	// A failed test shows what watch did: most failures are a sequence of
+	// events the test did not expect. (Registered after stop, so it runs
+	// first, while the status server still answers.)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, e := range r.events() {
+				t.Logf("event %s: %s %s %s: %s", e.Time.Format("15:04:05.000"), e.Kind, e.Instance, e.Reason, e.Message)
+			}
+		}
+	})
 	return r
 }
 

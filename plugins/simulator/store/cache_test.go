@@ -365,3 +365,42 @@ func TestCacheChanged(t *testing.T) {
 		}
 	})
 }
+
+// A file rewritten in place reads empty for a moment (O_TRUNC, then the
+// write): the cached listing keeps the object's last value meanwhile, so
+// nobody takes it for removed, and shows the new value once it parses.
+func TestCacheKeepsLastValueWhileRewritten(t *testing.T) {
+	cacheModes(t, func(t *testing.T, following bool) {
+		s := open(t, t.TempDir())
+		ctx := context.Background()
+		var cache Cache[counter]
+		defer cache.Close()
+		if err := Put(s, Key{Collection: "c", Name: "a"}, counter{N: 1}); err != nil {
+			t.Fatal(err)
+		}
+		list := func(step string) []Object[counter] {
+			t.Helper()
+			objs, _, err := cache.List(ctx, s, "c")
+			if err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+			return objs
+		}
+		list("first listing")
+		path := filepath.Join(s.dir("c"), "a.json")
+		for _, content := range []string{"", `{"n": `} {
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if objs := list("mid-rewrite"); len(objs) != 1 || objs[0].Value.N != 1 {
+				t.Fatalf("while the file reads %q the listing is %+v, want the last value {N:1}", content, objs)
+			}
+		}
+		if err := os.WriteFile(path, []byte(`{"n": 2}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if objs := list("rewritten"); len(objs) != 1 || objs[0].Value.N != 2 {
+			t.Fatalf("after the rewrite the listing is %+v, want {N:2}", objs)
+		}
+	})
+}

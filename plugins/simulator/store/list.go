@@ -427,6 +427,16 @@ func readCached[T any](s *Store, dirfd int, key Key, prev map[string]cached[T]) 
 		r.value, err = decodeObject[T](s, key, b)
 	}
 	if err != nil {
+		// A file rewritten in place (opened with O_TRUNC, then written, as
+		// editors and os.WriteFile do) reads empty or half-written for a
+		// moment, and inotify reports the truncation at once. Until it parses
+		// again the last good value stands: a listing must not lose an
+		// object, which its watchers would take for a vanished instance, to
+		// a write in progress.
+		if p, hit := prev[key.Name]; hit && !p.corrupt && r.version != (version{}) {
+			s.log.Debug("object file does not parse (being rewritten?); keeping its last value", "path", s.Path(key), "error", err)
+			return cached[T]{version: r.version, value: p.value}, true, nil
+		}
 		r.corrupt = true
 		s.log.Warn("skipping corrupt object file", "path", s.Path(key), "error", err)
 	}
