@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/infrakit/infrakit/plugins/docker/engine"
+	"github.com/infrakit/infrakit/plugins/haproxy/haproxytest"
 )
 
 // Target of issue 9: a container killed is replaced and its replacement
@@ -60,10 +61,8 @@ func newDockerBench(t *testing.T, size int) *dockerBench {
 	if _, err := c.APIVersion(ctx); err != nil {
 		t.Skipf("no Docker Engine answers: %v", err)
 	}
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		if _, err := os.Stat("/usr/sbin/haproxy"); err != nil {
-			t.Fatal("haproxy is not installed (apt-get install haproxy): the stack's load balancer runs it")
-		}
+	if !haproxytest.Installed() {
+		t.Fatal("haproxy is not installed (apt-get install haproxy): the stack's load balancer runs it")
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -86,12 +85,7 @@ func newDockerBench(t *testing.T, size int) *dockerBench {
 	t.Cleanup(d.stopHAProxy)
 	t.Cleanup(d.removeContainers)
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	d.port = haproxytest.FreePort(t)
 	d.env = append(cleanEnv(),
 		"INFRAKIT_HAPROXY_DIR="+d.ha,
 		"INFRAKIT_NFS_EXPORTS_FILE="+filepath.Join(d.dir, "web.exports"),
@@ -201,28 +195,11 @@ func (d *dockerBench) removeContainers() {
 }
 
 // stopHAProxy stops the HAProxy the haproxy provider left running in the
-// benchmark's directory, if the pid file names one on that directory.
+// benchmark's directory, if the pid file names one on that directory, and
+// removes the directory.
 func (d *dockerBench) stopHAProxy() {
 	defer os.RemoveAll(d.ha)
-	b, err := os.ReadFile(filepath.Join(d.ha, "haproxy.pid"))
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !bytes.Contains(cmdline, []byte("haproxy")) || !bytes.Contains(cmdline, []byte(d.ha)) {
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if f := statFields(pid); len(f) == 0 || f[0] == "Z" {
-			return
-		}
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	haproxytest.StopDir(d.t, d.ha)
 }
 
 // watch runs `infrakit watch` (logging to watch.log in the stack

@@ -16,12 +16,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/infrakit/infrakit/plugins/haproxy/haproxytest"
 	"github.com/infrakit/infrakit/plugins/process/proc"
 )
 
@@ -46,10 +46,8 @@ var realLBPort = regexp.MustCompile(`lb_port(\s*)=\s*18090`)
 // free lb_port, and arranges for everything it will start to be stopped.
 func newRealBench(t *testing.T) *realBench {
 	t.Helper()
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		if _, err := os.Stat("/usr/sbin/haproxy"); err != nil {
-			t.Skip("haproxy is not installed (apt-get install haproxy)")
-		}
+	if !haproxytest.Installed() {
+		t.Skip("haproxy is not installed (apt-get install haproxy)")
 	}
 	r := &realBench{t: t, bin: t.TempDir(), dir: t.TempDir()}
 	for name, pkg := range map[string]string{
@@ -234,30 +232,7 @@ func (r *realBench) cleanup() {
 		_, _ = proc.SignalGroup(rec.Identity, syscall.SIGKILL)
 	}
 	defer os.RemoveAll(r.haproxyDir)
-	b, err := os.ReadFile(filepath.Join(r.haproxyDir, "haproxy.pid"))
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return
-	}
-	ours := func() bool {
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		s, serr := proc.ReadStat(pid)
-		return err == nil && serr == nil && !s.Exited() &&
-			strings.Contains(string(cmdline), filepath.Join(r.haproxyDir, "haproxy.cfg"))
-	}
-	if !ours() {
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for deadline := time.Now().Add(10 * time.Second); ours(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			return
-		}
-	}
+	haproxytest.StopDir(r.t, r.haproxyDir)
 }
 
 // replacementRun is one kill and what followed, as offsets from the kill.

@@ -12,6 +12,7 @@ import (
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/sdk/instance"
 )
 
 func (r *Runner) apply(ctx context.Context, p *plan.Plan) (*ApplyResult, error) {
@@ -148,6 +149,9 @@ func (r *Runner) applyGroup(ctx context.Context, w *recorder, gc plan.GroupChang
 		w.resumeUpdate(gc.Group)
 	}
 	if !gc.Action.IsChange() {
+		if gc.Action == plan.ActionNoOp && cfg != nil {
+			return r.recordUnchanged(ctx, w, gc, cfg, stack)
+		}
 		return nil
 	}
 	if cfg == nil {
@@ -193,6 +197,68 @@ func (r *Runner) applyGroup(ctx context.Context, w *recorder, gc plan.GroupChang
 	gr, err = ctrl.Roll(ctx, members)
 	addResult(res, gc.Group, gr)
 	return err
+}
+
+// recordUnchanged brings the record of a group that needs no change in step
+// with its members, when the two differ: after the state was removed (and is
+// being rebuilt from the providers' tags) or restored from an old copy. A
+// record that agrees with the plan costs nothing; one that does not costs one
+// observation of the group.
+func (r *Runner) recordUnchanged(ctx context.Context, w *recorder, gc plan.GroupChange, cfg *config.Group, stack string) error {
+	w.mu.Lock()
+	matches := recordMatches(w.doc.Groups[gc.Group], gc, group.DesiredFromConfig(cfg))
+	w.mu.Unlock()
+	if matches {
+		return nil
+	}
+	ctrl, err := r.controllerFor(ctx, stack, cfg, nil)
+	if err != nil {
+		return err
+	}
+	members, err := ctrl.Observe(ctx, false)
+	if err != nil {
+		return fmt.Errorf("group %q: observe to record its members: %w", gc.Group, err)
+	}
+	w.seed(gc.Group, members)
+	return nil
+}
+
+// recordMatches reports whether the record st of a group the plan leaves
+// unchanged agrees with what the plan observed: as many live members, each
+// with the desired configuration hash (else the plan would roll them) and,
+// for pets, one per logical ID. The plan keeps counts, not member IDs, so a
+// record that differs only in which IDs fill the same places is not caught.
+func recordMatches(st *state.GroupStatus, gc plan.GroupChange, d group.Desired) bool {
+	var live []state.Instance
+	if st != nil {
+		for _, in := range st.Instances {
+			if in.State != string(instance.StateTerminating) {
+				live = append(live, in)
+			}
+		}
+	}
+	if len(live) != gc.Before {
+		return false
+	}
+	pets := map[string]bool{}
+	if d.IsPets() {
+		for _, id := range d.LogicalIDs {
+			pets[id] = true
+		}
+	}
+	seen := make(map[string]bool, len(live))
+	for _, in := range live {
+		if d.ConfigHash != "" && in.ConfigHash != d.ConfigHash {
+			return false
+		}
+		if d.IsPets() {
+			if !pets[in.LogicalID] || seen[in.LogicalID] {
+				return false
+			}
+			seen[in.LogicalID] = true
+		}
+	}
+	return true
 }
 
 func addResult(res *ApplyResult, name string, gr group.Result) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infrakit/infrakit/plugins/haproxy/haproxytest"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
 )
@@ -24,7 +25,7 @@ func TestBenchHAProxy(t *testing.T) {
 	c := e.start(t)
 	lb := c.LoadBalancer("bench")
 	ctx := ctxT(t)
-	port := freePort(t)
+	port := haproxytest.FreePort(t)
 	if err := lb.Publish(ctx, httpRoute(port)); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestBenchHAProxy(t *testing.T) {
 		dereg = append(dereg, time.Since(start))
 	}
 	for range 5 {
-		p := freePort(t)
+		p := haproxytest.FreePort(t)
 		start := time.Now()
 		if err := lb.Publish(ctx, httpRoute(p)); err != nil {
 			t.Fatal(err)

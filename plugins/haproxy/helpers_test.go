@@ -8,19 +8,16 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/infrakit/infrakit/plugins/haproxy/haproxytest"
 	"github.com/infrakit/infrakit/plugins/haproxy/runtimeapi"
 	"github.com/infrakit/infrakit/sdk/plugin"
 	"github.com/infrakit/infrakit/sdk/providertest"
@@ -41,25 +38,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(testMain{m})
 }
 
-// haproxyPath returns the haproxy executable, skipping the test when there
-// is none, except in CI, which installs it (.ci/run).
-func haproxyPath(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("haproxy"); err == nil {
-		return p
-	}
-	for _, p := range []string{"/usr/sbin/haproxy", "/usr/local/sbin/haproxy"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("haproxy is not installed; .ci/run installs it")
-	}
-	t.Skip("haproxy is not installed (apt-get install haproxy)")
-	return ""
-}
-
 // env is what a test's provider is configured with.
 type env struct {
 	dir   string // the provider's working directory
@@ -72,11 +50,11 @@ type env struct {
 // provider is killed.
 func newEnv(t *testing.T, vars ...string) *env {
 	t.Helper()
-	haproxyPath(t)
+	haproxytest.Require(t)
 	dir := t.TempDir()
 	e := &env{dir: dir, state: filepath.Join(dir, "hx")}
 	e.vars = append([]string{"INFRAKIT_HAPROXY_DIR=" + e.state}, vars...)
-	t.Cleanup(func() { stopHAProxy(t, filepath.Join(e.state, "haproxy.pid"), filepath.Join(e.state, "haproxy.cfg")) })
+	t.Cleanup(func() { haproxytest.StopDir(t, e.state) })
 	return e
 }
 
@@ -99,66 +77,6 @@ func (e *env) start(t *testing.T) *plugin.Client {
 	}
 	t.Cleanup(c.Kill)
 	return c
-}
-
-// stopHAProxy stops the HAProxy master whose pid is in pidFile, if it is
-// provably the one started with cfg (a recycled pid is left alone), and
-// waits until it is gone.
-func stopHAProxy(t *testing.T, pidFile, cfg string) {
-	t.Helper()
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return // never started
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || !cmdlineHas(pid, cfg) {
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			deadline = time.Now().Add(5 * time.Second)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func cmdlineHas(pid int, arg string) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return false
-	}
-	for _, a := range strings.Split(string(b), "\x00") {
-		if a == arg {
-			return true
-		}
-	}
-	return false
-}
-
-// alive: the process exists and is not a zombie (a daemonized HAProxy is
-// reaped by init, which may take a moment).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
-// freePort returns a TCP port nothing listens on at the moment.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // backend is a tiny HTTP server answering its name; it counts requests.

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infrakit/infrakit/plugins/haproxy/haproxytest"
 	"github.com/infrakit/infrakit/plugins/haproxy/runtimeapi"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
@@ -60,7 +61,7 @@ func TestTraffic(t *testing.T) {
 	c := e.start(t)
 	lb := c.LoadBalancer("web")
 	ctx := ctxT(t)
-	port := freePort(t)
+	port := haproxytest.FreePort(t)
 	if err := lb.Publish(ctx, httpRoute(port)); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestRepublish(t *testing.T) {
 	c := e.start(t)
 	lb := c.LoadBalancer("web")
 	ctx := ctxT(t)
-	port := freePort(t)
+	port := haproxytest.FreePort(t)
 	b1 := newBackend(t, "b1", nil)
 	if err := lb.Publish(ctx, httpRoute(port)); err != nil {
 		t.Fatal(err)
@@ -200,7 +201,7 @@ func TestHitless(t *testing.T) {
 	// A TCP echo backend.
 	echo := newEcho(t)
 
-	httpPort, tcpPort := freePort(t), freePort(t)
+	httpPort, tcpPort := haproxytest.FreePort(t), haproxytest.FreePort(t)
 	if err := lb.Publish(ctx, httpRoute(httpPort)); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +256,7 @@ func TestHitless(t *testing.T) {
 	if err := lb.RegisterBackends(ctx, []loadbalancer.Backend{backendOf(extra[0])}); err != nil { // a free slot: runtime API
 		t.Fatal(err)
 	}
-	if err := lb.Publish(ctx, httpRoute(freePort(t))); err != nil { // a new route: reload
+	if err := lb.Publish(ctx, httpRoute(haproxytest.FreePort(t))); err != nil { // a new route: reload
 		t.Fatal(err)
 	}
 	if err := lb.RegisterBackends(ctx, []loadbalancer.Backend{backendOf(extra[1]), backendOf(extra[2])}); err != nil { // 4 > 2 slots: reload
@@ -348,7 +349,7 @@ func TestAdopt(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	first := e.start(t)
-	port := freePort(t)
+	port := haproxytest.FreePort(t)
 	route := httpRoute(port)
 	b1, b2 := newBackend(t, "b1", nil), newBackend(t, "b2", nil)
 	if err := first.LoadBalancer("web").Publish(ctx, route); err != nil {
@@ -401,7 +402,7 @@ func TestRestartsDeadHAProxy(t *testing.T) {
 	ctx := ctxT(t)
 	c := e.start(t)
 	lb := c.LoadBalancer("web")
-	port := freePort(t)
+	port := haproxytest.FreePort(t)
 	b1 := newBackend(t, "b1", nil)
 	if err := lb.Publish(ctx, httpRoute(port)); err != nil {
 		t.Fatal(err)
@@ -409,7 +410,7 @@ func TestRestartsDeadHAProxy(t *testing.T) {
 	if err := lb.RegisterBackends(ctx, []loadbalancer.Backend{backendOf(b1)}); err != nil {
 		t.Fatal(err)
 	}
-	stopHAProxy(t, filepath.Join(e.state, "haproxy.pid"), filepath.Join(e.state, "haproxy.cfg"))
+	haproxytest.StopDir(t, e.state)
 	if _, err := lb.Backends(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestHealthCheck(t *testing.T) {
 	ctx := ctxT(t)
 	c := e.start(t)
 	lb := c.LoadBalancer("web")
-	port := freePort(t)
+	port := haproxytest.FreePort(t)
 	healthy := func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }
 	sick := func(w http.ResponseWriter, r *http.Request) { http.Error(w, "sick", http.StatusInternalServerError) }
 	good, bad, dying := newBackend(t, "good", healthy), newBackend(t, "bad", sick), newBackend(t, "dying", healthy)
@@ -501,7 +502,7 @@ func TestTLS(t *testing.T) {
 	plain := newBackend(t, "plain", nil)
 	tlsBackend := newTLSBackend(t, "tls-backend")
 
-	terminated := loadbalancer.Route{LoadBalancerPort: freePort(t), LoadBalancerProtocol: loadbalancer.HTTPS, Port: 80, Protocol: loadbalancer.HTTP, Certificate: "site"}
+	terminated := loadbalancer.Route{LoadBalancerPort: haproxytest.FreePort(t), LoadBalancerProtocol: loadbalancer.HTTPS, Port: 80, Protocol: loadbalancer.HTTP, Certificate: "site"}
 	if err := lb.Publish(ctx, terminated); err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +516,7 @@ func TestTLS(t *testing.T) {
 
 	// Another load balancer passes TLS through to an HTTPS backend.
 	pass := c.LoadBalancer("passthrough")
-	through := loadbalancer.Route{LoadBalancerPort: freePort(t), LoadBalancerProtocol: loadbalancer.HTTPS, Port: 443, Protocol: loadbalancer.HTTPS, Certificate: "external-cer-id1"}
+	through := loadbalancer.Route{LoadBalancerPort: haproxytest.FreePort(t), LoadBalancerProtocol: loadbalancer.HTTPS, Port: 443, Protocol: loadbalancer.HTTPS, Certificate: "external-cer-id1"}
 	if err := pass.Publish(ctx, through); err != nil {
 		t.Fatal(err)
 	}
@@ -553,7 +554,7 @@ func TestPortInUse(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 	// Two load balancers of one HAProxy cannot share a port either.
-	port := freePort(t)
+	port := haproxytest.FreePort(t)
 	if err := lb.Publish(ctx, httpRoute(port)); err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +576,7 @@ func TestTwoProviders(t *testing.T) {
 	e := newEnv(t, "INFRAKIT_HAPROXY_SLOTS=8")
 	ctx := ctxT(t)
 	a, b := e.start(t), e.start(t)
-	port := freePort(t)
+	port := haproxytest.FreePort(t)
 	if err := a.LoadBalancer("web").Publish(ctx, httpRoute(port)); err != nil {
 		t.Fatal(err)
 	}
@@ -626,11 +627,11 @@ func TestTwoProviders(t *testing.T) {
 // -f files; it reloads that HAProxy and never starts or stops one.
 func TestExternal(t *testing.T) {
 	t.Parallel()
-	bin := haproxyPath(t)
+	bin := haproxytest.Require(t)
 	dir := t.TempDir()
 	base, ours := filepath.Join(dir, "base.cfg"), filepath.Join(dir, "infrakit.cfg")
 	sock, pidFile := filepath.Join(dir, "master.sock"), filepath.Join(dir, "haproxy.pid")
-	opPort := freePort(t)
+	opPort := haproxytest.FreePort(t)
 	op := newBackend(t, "operator", nil)
 	baseCfg := fmt.Sprintf(`global
     stats timeout 30s
@@ -651,7 +652,7 @@ backend operator
 	if err := os.WriteFile(ours, []byte("# infrakit writes this file\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stopHAProxy(t, pidFile, base) })
+	t.Cleanup(func() { haproxytest.Stop(t, pidFile, base) })
 	if out, err := exec.Command(bin, "-W", "-D", "-S", sock, "-p", pidFile, "-f", base, "-f", ours).CombinedOutput(); err != nil {
 		t.Fatalf("start the operator's haproxy: %v\n%s", err, out)
 	}
@@ -667,7 +668,7 @@ backend operator
 	e.vars = []string{"INFRAKIT_HAPROXY_DIR=" + e.state, "INFRAKIT_HAPROXY_CONFIG=" + ours, "INFRAKIT_HAPROXY_MASTER_SOCKET=" + sock}
 	c := e.start(t)
 	lb := c.LoadBalancer("web")
-	port := freePort(t)
+	port := haproxytest.FreePort(t)
 	b1 := newBackend(t, "b1", nil)
 	if err := lb.Publish(ctx, httpRoute(port)); err != nil {
 		t.Fatal(err)
@@ -751,7 +752,7 @@ func TestRetriesInFlight(t *testing.T) {
 	c := e.start(t)
 	lb := c.LoadBalancer("web")
 	ctx := ctxT(t)
-	port := freePort(t)
+	port := haproxytest.FreePort(t)
 	if err := lb.Publish(ctx, httpRoute(port)); err != nil {
 		t.Fatal(err)
 	}
