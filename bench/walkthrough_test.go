@@ -11,7 +11,10 @@ import (
 )
 
 // targetFollow is issue 5's target: from `group scale cattle 10 → 1000`
-// returning to lb3 and the NFS authorizations showing all 1,000 members.
+// to lb3 and the NFS authorizations showing all 1,000 members. It is judged
+// on the whole span, from invoking the command (which creates the instances
+// and syncs the ingress and the enrollment before it returns) until both
+// listings, asked of the providers, show 1,000.
 const targetFollow = 2 * time.Second
 
 // walkthroughStack is DESIGN.md's e2e stack.
@@ -47,10 +50,9 @@ func countListed(t *testing.T, bin, dir, field string, args ...string) int {
 }
 
 // TestBenchWalkthroughFollow times `group scale cattle 1000` on the e2e
-// stack (the ingress and the enrollment follow before it returns), then the
-// time from its return until `lb backends ls lb3` and `enrollment describe
-// nfs` both show 1,000. It reports PASS or MISS against targetFollow and
-// never fails on timing.
+// stack, then how long after its return `lb backends ls lb3` and
+// `enrollment describe nfs` both show 1,000, and judges the sum against
+// targetFollow (PASS or MISS; it never fails on timing).
 func TestBenchWalkthroughFollow(t *testing.T) {
 	enabled(t)
 	const n = 1000
@@ -77,6 +79,8 @@ func TestBenchWalkthroughFollow(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	follow := time.Since(returned)
-	t.Logf("group scale cattle 10 → %d took %s (creating the instances, registering the backends, authorizing)", n, seconds(scale.wall))
-	t.Logf("from its return to lb3 and nfs showing %d: %s (target ≤ %s): %s", n, seconds(follow), seconds(targetFollow), verdict(follow <= targetFollow))
+	total := scale.wall + follow
+	t.Logf("group scale cattle 10 → %d returned after %s (creating the instances, registering the backends, authorizing)", n, seconds(scale.wall))
+	t.Logf("then lb3 and nfs listed %d after %s more", n, seconds(follow))
+	t.Logf("from invoking group scale to lb3 and nfs showing %d: %s (target ≤ %s): %s", n, seconds(total), seconds(targetFollow), verdict(total <= targetFollow))
 }

@@ -158,11 +158,12 @@ healed=""
 for _ in $(seq 1 150); do
 	ids="$(member_ids cattle | sort | tr '\n' ' ')"
 	backends="$(infrakit lb backends ls lb3 -json | tr -d '[:space:]')"
+	auths="$(infrakit enrollment describe nfs -json | tr -d '[:space:]')"
 	gone=0
 	for id in "${vanished[@]}"; do
-		[[ "$ids" == *"$id"* || "$backends" == *"$id"* ]] && gone=1
+		[[ "$ids" == *"$id"* || "$backends" == *"$id"* || "$auths" == *"$id"* ]] && gone=1
 	done
-	if [[ "$gone" == 0 && "$(wc -w <<<"$ids")" == 10 ]]; then
+	if [[ "$gone" == 0 && "$(wc -w <<<"$ids")" == 10 && "$(grep -o '"source_id"' <<<"$auths" | wc -l)" == 10 ]]; then
 		healed=1
 		break
 	fi
@@ -175,6 +176,7 @@ if [[ -z "$healed" ]]; then
 fi
 run infrakit group ls
 run infrakit lb backends ls lb3
+run infrakit enrollment describe nfs
 simulator_count
 
 step "Stop watch with SIGTERM: it finishes its pass, saves the state, stops its providers and exits 0"
