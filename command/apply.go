@@ -45,7 +45,7 @@ func (c *ApplyCommand) Run(args []string) int {
 	planFile := ""
 	if len(rest) == 1 {
 		planFile = rest[0]
-		if len(sf.files) > 0 {
+		if len(*sf.files) > 0 {
 			c.Ui.Error("A saved plan holds its stack; -f cannot be used with a plan file.\n")
 			return cli.RunResultHelp
 		}
@@ -95,8 +95,8 @@ func (c *ApplyCommand) Run(args []string) int {
 			}
 		}
 	}
-	if !*sf.jsonOut && p.HasChanges() {
-		c.Ui.Output("")
+	if !*sf.jsonOut && planFile == "" && p.HasChanges() {
+		c.Ui.Output("") // between the plan shown and the progress
 	}
 	res, err := r.Apply(c.Context(), p)
 	// A running watch may write the state between the plan and the apply.
@@ -185,7 +185,12 @@ type failureJSON struct {
 const maxFailuresShown = 20
 
 // reportApply renders the outcome of Apply and returns the exit status.
+// An Apply that returned no result was refused before it did anything (a
+// stale or foreign saved plan, the state lock, an unreadable state): the
+// error alone is shown, without a "Resources:" line of zeros that would
+// read as if something had been tried.
 func (m *Meta) reportApply(verb string, p *plan.Plan, res *operation.ApplyResult, err error, jsonOut bool) int {
+	refused := res == nil && err != nil
 	if res == nil {
 		res = &operation.ApplyResult{}
 	}
@@ -230,6 +235,9 @@ func (m *Meta) reportApply(verb string, p *plan.Plan, res *operation.ApplyResult
 			summary = verb + " interrupted"
 		}
 		m.showError(summary, err)
+	}
+	if refused {
+		return code
 	}
 	counts := fmt.Sprintf("%d added, %d rolled, %d destroyed", res.Created, res.Rolled, res.Destroyed)
 	if verb == "Destroy" {

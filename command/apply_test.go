@@ -14,6 +14,7 @@ import (
 
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/internal/state"
 )
 
 func planCmd(m Meta) cli.Command    { return &PlanCommand{Meta: m} }
@@ -141,11 +142,12 @@ func TestPlanApplyShowDestroy(t *testing.T) {
 	if n := instanceFiles(t, wd); n != 7 {
 		t.Fatalf("%d instances after apply, want 7", n)
 	}
-	// The saved plan is stale now.
+	// The saved plan is stale now: refused before anything ran, so the
+	// error alone is shown, without a line of resources.
 	code, stdout, stderr = runIn(t, applyCmd, wd, "", "tfplan")
 	wantExit(t, "apply stale tfplan", code, 1, stdout, stderr)
-	if !strings.Contains(stderr, "Saved plan is stale") {
-		t.Errorf("stale plan: stderr %q", stderr)
+	if !strings.Contains(stderr, "Saved plan is stale") || strings.Contains(stdout, "Resources:") {
+		t.Errorf("stale plan: stdout %q, stderr %q", stdout, stderr)
 	}
 
 	code, stdout, stderr = runIn(t, planCmd, wd, "", "-detailed-exitcode")
@@ -298,5 +300,43 @@ func TestProgressPrinter(t *testing.T) {
 	out, errOut := render(true, evs...)
 	if !strings.HasSuffix(out, "\n") || !strings.Contains(errOut, "group.g: Error: boom [61/100]") {
 		t.Errorf("error: out %q err %q", out, errOut)
+	}
+}
+
+// TestReportApplyRefused: an apply refused before it ran anything (no
+// result: a stale or foreign plan, the state lock) reports its error alone;
+// one that ran reports its resources, complete or not.
+func TestReportApplyRefused(t *testing.T) {
+	p := &plan.Plan{Stack: "s"}
+	for _, tc := range []struct {
+		name      string
+		res       *operation.ApplyResult
+		err       error
+		summary   string
+		resources string
+	}{
+		{"stale", nil, fmt.Errorf("%w: the state changed after the plan was made (serial 1, now 3); run plan again", plan.ErrStalePlan),
+			"Error: Saved plan is stale", ""},
+		{"other lineage", nil, fmt.Errorf("%w: it was made against state lineage a, but the current state has lineage b", plan.ErrOtherState),
+			"Error: Saved plan is stale", ""},
+		{"locked", nil, &state.LockedError{State: "infrakit.state.json", Cause: errors.New("timeout")},
+			"Error: Error acquiring the state lock", ""},
+		{"failed midway", &operation.ApplyResult{Created: 2}, errors.New("provider died"),
+			"Error: Error applying the plan", "Apply incomplete. Resources: 2 added, 0 rolled, 0 destroyed; 0 failed."},
+		{"done", &operation.ApplyResult{Created: 1}, nil, "", "Apply complete! Resources: 1 added, 0 rolled, 0 destroyed."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, stdout, stderr := newTestMeta(t)
+			code := m.reportApply("Apply", p, tc.res, tc.err, false)
+			if want := map[bool]int{true: 1, false: 0}[tc.err != nil]; code != want {
+				t.Errorf("exit %d, want %d", code, want)
+			}
+			if tc.summary != "" && !strings.Contains(stderr.String(), tc.summary) {
+				t.Errorf("stderr lacks %q:\n%s", tc.summary, stderr)
+			}
+			if got := strings.TrimSpace(stdout.String()); got != tc.resources {
+				t.Errorf("stdout %q, want %q", got, tc.resources)
+			}
+		})
 	}
 }

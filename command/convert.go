@@ -19,11 +19,15 @@ type ConvertCommand struct {
 // formatted as fmt writes, and loading back into the same stack.
 func (c *ConvertCommand) Run(args []string) int {
 	fs := c.FlagSet("convert")
+	files := flagStackFiles(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
 		return cli.RunResultHelp
 	}
+	// The files may be named as arguments or with -f, as other commands
+	// take them; they are read in the order given.
+	rest = append(rest, *files...)
 	if len(rest) == 0 {
 		c.Ui.Error("The convert command needs the files to convert.\n")
 		return cli.RunResultHelp
@@ -54,7 +58,7 @@ func (c *ConvertCommand) Synopsis() string {
 // Help is the text of `infrakit convert -help`.
 func (c *ConvertCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] convert FILE...
+Usage: infrakit [global options] convert FILE... [-f FILE]...
 
   Reads the files as one stack and prints it as one HCL stack file, laid
   out as "infrakit fmt" writes it. The files are specifications in the old
@@ -72,6 +76,9 @@ Usage: infrakit [global options] convert FILE...
   Fields of the old formats that infrakit has no use for are reported as
   warnings on the standard error; the HCL is written to the standard
   output. Nothing else is read or changed.
+
+  The files may also be named with -f FILE (repeatable), as other commands
+  take stack files; they are read after the arguments.
 
   See website/migration.md for every old field and what it becomes.
 `)

@@ -120,6 +120,10 @@ func TestConvertReportsWhere(t *testing.T) {
 	if code, _, _ := runCommand(t, convertCmd, wd); code != cli.RunResultHelp {
 		t.Errorf("no files: exit %d, want the usage", code)
 	}
+	// The files may be named with -f too, as other commands take them.
+	if code, fromF, stderr := runCommand(t, convertCmd, wd, "-f", "web.yaml", "stack.hcl"); code != 0 || fromF != stdout {
+		t.Errorf("convert -f web.yaml stack.hcl: exit %d\n%s\n%s", code, fromF, stderr)
+	}
 	if code, _, stderr := runCommand(t, convertCmd, wd, "missing.json"); code != 1 || !strings.Contains(stderr, "missing.json") {
 		t.Errorf("missing file: exit %d\n%s", code, stderr)
 	}

@@ -100,5 +100,9 @@ Options:
   -parallelism N       Provider calls in flight at once (default 10).
 
   -lock-timeout D      How long to wait for the state lock (default 30s).
+
+  -f FILE              Accepted, as by every command that reads the stack;
+                       destroy works from the state and reads no stack
+                       file. Repeatable.
 `)
 }

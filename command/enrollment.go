@@ -43,11 +43,12 @@ type EnrollmentDescribeCommand struct{ Meta }
 func (c *EnrollmentDescribeCommand) Run(args []string) int {
 	fs := c.FlagSet("enrollment describe")
 	jsonOut := FlagJSON(fs)
+	files := flagStackFiles(fs)
 	name, ok := c.objectArgs("enrollment describe", "an enrollment", fs, args)
 	if !ok {
 		return cli.RunResultHelp
 	}
-	r, err := c.objectRunner("enrollment describe", 0)
+	r, err := c.objectRunner("enrollment describe", 0, *files)
 	if err != nil {
 		c.showError("Error describing the enrollment", err)
 		return 1
@@ -101,7 +102,7 @@ func (c *EnrollmentDescribeCommand) Synopsis() string {
 // Help is the text of `infrakit enrollment describe -help`.
 func (c *EnrollmentDescribeCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] enrollment describe NAME [-json]
+Usage: infrakit [global options] enrollment describe NAME [-json] [-f FILE]...
 
   Asks the target provider of enrollment NAME for its authorizations.
 
@@ -109,6 +110,9 @@ Options:
 
   -json    Print {"enrollment": NAME, "authorizations": [{"id", "source_id",
            "properties"}]}.
+
+  -f FILE  Also read FILE as a stack file (repeatable): NAME is looked up
+           in the applied stack, or else in the stack files.
 `)
 }
 
@@ -119,11 +123,12 @@ type EnrollmentFreeCommand struct{ Meta }
 func (c *EnrollmentFreeCommand) Run(args []string) int {
 	fs := c.FlagSet("enrollment free")
 	lockTimeout := FlagLockTimeout(fs)
+	files := flagStackFiles(fs)
 	name, ok := c.objectArgs("enrollment free", "an enrollment", fs, args)
 	if !ok {
 		return cli.RunResultHelp
 	}
-	r, err := c.objectRunner("enrollment free", *lockTimeout)
+	r, err := c.objectRunner("enrollment free", *lockTimeout, *files)
 	if err != nil {
 		c.showError("Error freeing the enrollment", err)
 		return 1
@@ -149,7 +154,7 @@ func (c *EnrollmentFreeCommand) Synopsis() string { return "Stop syncing an enro
 // Help is the text of `infrakit enrollment free -help`.
 func (c *EnrollmentFreeCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] enrollment free NAME [-lock-timeout D]
+Usage: infrakit [global options] enrollment free NAME [-lock-timeout D] [-f FILE]...
 
   Stops syncing enrollment NAME. Its authorizations are left as they are,
   unless the enrollment sets destroy_on_free = true: then they are
@@ -165,6 +170,7 @@ func (c *EnrollmentDestroyCommand) Run(args []string) int {
 	fs := c.FlagSet("enrollment destroy")
 	autoApprove := fs.Bool("auto-approve", false, "destroy without asking")
 	lockTimeout := FlagLockTimeout(fs)
+	files := flagStackFiles(fs)
 	name, ok := c.objectArgs("enrollment destroy", "an enrollment", fs, args)
 	if !ok {
 		return cli.RunResultHelp
@@ -176,7 +182,7 @@ func (c *EnrollmentDestroyCommand) Run(args []string) int {
 			return 1
 		}
 	}
-	r, err := c.objectRunner("enrollment destroy", *lockTimeout)
+	r, err := c.objectRunner("enrollment destroy", *lockTimeout, *files)
 	if err != nil {
 		c.showError("Error destroying the enrollment", err)
 		return 1
@@ -198,7 +204,7 @@ func (c *EnrollmentDestroyCommand) Synopsis() string { return "Revoke an enrollm
 // Help is the text of `infrakit enrollment destroy -help`.
 func (c *EnrollmentDestroyCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] enrollment destroy NAME [-auto-approve] [-lock-timeout D]
+Usage: infrakit [global options] enrollment destroy NAME [-auto-approve] [-lock-timeout D] [-f FILE]...
 
   Revokes every authorization of enrollment NAME and removes it from the
   state. An apply of a stack that still declares it authorizes the
@@ -207,5 +213,8 @@ Usage: infrakit [global options] enrollment destroy NAME [-auto-approve] [-lock-
 Options:
 
   -auto-approve    Destroy without asking. Needed when stdin is not a terminal.
+
+  -f FILE          Also read FILE as a stack file (repeatable): NAME is
+                   looked up in the applied stack, or else in the stack files.
 `)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mitchellh/cli"
 
 	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/config/legacy"
 )
 
 // ExitFmtCheck is the exit status of `fmt -check` when a file is not
@@ -31,6 +32,7 @@ type FmtCommand struct {
 func (c *FmtCommand) Run(args []string) int {
 	fs := c.FlagSet("fmt")
 	check := fs.Bool("check", false, "list unformatted files and exit 3 if any, without writing")
+	extra := flagStackFiles(fs)
 	targets, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -41,6 +43,13 @@ func (c *FmtCommand) Run(args []string) int {
 	}
 
 	var files []string
+	seen := map[string]bool{}
+	add := func(path string) {
+		if !seen[path] {
+			seen[path] = true
+			files = append(files, path)
+		}
+	}
 	for _, t := range targets {
 		path := c.Path(t)
 		info, err := os.Stat(path)
@@ -49,7 +58,16 @@ func (c *FmtCommand) Run(args []string) int {
 			return 1
 		}
 		if !info.IsDir() {
-			files = append(files, path)
+			if legacy.IsFile(path) {
+				c.ShowDiagnostics(nil, hcl.Diagnostics{{
+					Severity: hcl.DiagError,
+					Summary:  "Not a stack language file",
+					Detail: fmt.Sprintf("fmt formats the stack language (*.hcl); %s is a specification in an old format, "+
+						"which fmt leaves as it is. \"infrakit convert %s\" prints it as HCL.", t, t),
+				}})
+				return 1
+			}
+			add(path)
 			continue
 		}
 		names, err := config.StackFiles(path)
@@ -57,7 +75,17 @@ func (c *FmtCommand) Run(args []string) int {
 			c.Ui.Error(fmt.Sprintf("Error: %s", err))
 			return 1
 		}
-		files = append(files, names...)
+		for _, n := range names {
+			add(n)
+		}
+	}
+	// -f adds stack files, as for every command. Specifications in the old
+	// formats among them are part of the stack but not stack language:
+	// there is nothing of them to format.
+	for _, f := range *extra {
+		if !legacy.IsFile(f) {
+			add(c.Path(f))
+		}
 	}
 
 	exit := 0
@@ -151,7 +179,7 @@ func (c *FmtCommand) Synopsis() string {
 // Help is the text of `infrakit fmt -help`.
 func (c *FmtCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] fmt [-check] [FILE|DIR]...
+Usage: infrakit [global options] fmt [-check] [-f FILE]... [FILE|DIR]...
 
   Rewrites stack files in the canonical layout (indentation, aligned "="),
   in place, and lists the files it changed. With no arguments it formats
@@ -163,6 +191,13 @@ Options:
 
   -check   Change nothing: list the files that are not formatted, and exit
            with status 3 if there are any (as terraform fmt -check does).
+
+  -f FILE  Format FILE too, beside the files of the arguments (by default
+           the working directory's), as every command takes -f to add a
+           stack file. Repeatable. A specification in an old format (*.json,
+           *.yml, *.yaml) named with -f is left as it is: fmt formats the
+           stack language only ("infrakit convert" prints one as HCL). Named
+           as an argument, it is an error.
 
   Exit status: 0 when every file is (now) formatted, 3 with -check when some
   file is not, 1 on errors.

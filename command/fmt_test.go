@@ -124,3 +124,34 @@ func TestFmtArguments(t *testing.T) {
 		t.Errorf("bad flag: exit %d", code)
 	}
 }
+
+// TestFmtExtraFiles: -f formats one more file beside the working
+// directory's (once, if it is one of them). A specification in an old
+// format named with -f is left as it is; named as an argument it is an
+// error that points at convert.
+func TestFmtExtraFiles(t *testing.T) {
+	wd := t.TempDir()
+	writeFile(t, filepath.Join(wd, "main.hcl"), messyStack, 0o644)
+	extra := filepath.Join(t.TempDir(), "extra.hcl")
+	writeFile(t, extra, messyStack, 0o644)
+	spec := "{\"ID\":\"web\",\n\"Properties\":{}}\n"
+	writeFile(t, filepath.Join(wd, "web.json"), spec, 0o644)
+
+	code, stdout, stderr := runCommand(t, fmtCmd, wd, "-f", extra, "-f", "main.hcl", "-f", "web.json", "-check")
+	if code != ExitFmtCheck || stdout != "main.hcl\n"+extra+"\n" || stderr != "" {
+		t.Errorf("fmt -check -f: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCommand(t, fmtCmd, wd, "-f", extra, "-f", "web.json")
+	if code != 0 || readFile(t, extra) != tidyStack || readFile(t, filepath.Join(wd, "main.hcl")) != tidyStack {
+		t.Errorf("fmt -f: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if readFile(t, filepath.Join(wd, "web.json")) != spec {
+		t.Error("fmt rewrote a specification named with -f")
+	}
+
+	code, stdout, stderr = runCommand(t, fmtCmd, wd, "web.json")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "Error: Not a stack language file") ||
+		!strings.Contains(stderr, `"infrakit convert web.json"`) {
+		t.Errorf("fmt web.json: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}

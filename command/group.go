@@ -49,6 +49,10 @@ Usage: infrakit [global options] group <subcommand> [args]
 
   Verbs that change something (scale, destroy-instances, free, destroy)
   take the state lock, like apply.
+
+  Every verb accepts -f FILE (repeatable), as every command that reads the
+  stack does, so scripts can pass the same files everywhere; the group
+  verbs read no stack file.
 `)
 }
 
@@ -206,7 +210,9 @@ func groupUserTags(t map[string]string) string {
 
 // groupRunnerOptions are the knobs a group verb passes to its Runner.
 type groupRunnerOptions struct {
-	operation   string
+	operation string
+	// files are the -f stack files, as given.
+	files       []string
 	lockTimeout time.Duration
 	parallelism int
 	progress    func(operation.Progress)
@@ -216,6 +222,7 @@ type groupRunnerOptions struct {
 func (m *Meta) groupRunner(o groupRunnerOptions) (*operation.Runner, error) {
 	return operation.New(m.Context(), operation.Options{
 		WorkDir:     m.WorkDir,
+		ExtraFiles:  m.stackFilePaths(o.files),
 		Logger:      m.Logger.Named(strings.ReplaceAll(o.operation, " ", "-")),
 		Parallelism: o.parallelism,
 		LockTimeout: o.lockTimeout,
@@ -289,13 +296,14 @@ type GroupListCommand struct {
 func (c *GroupListCommand) Run(args []string) int {
 	fs := c.FlagSet("group ls")
 	jsonOut := FlagJSON(fs)
+	files := flagStackFiles(fs)
 	names, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
 		return cli.RunResultHelp
 	}
 
-	r, err := c.groupRunner(groupRunnerOptions{operation: "group ls"})
+	r, err := c.groupRunner(groupRunnerOptions{operation: "group ls", files: *files})
 	if err != nil {
 		c.showError("Error listing groups", err)
 		return 1
@@ -310,9 +318,17 @@ func (c *GroupListCommand) Run(args []string) int {
 		return 1
 	}
 	if *jsonOut {
-		out := make([]groupJSON, 0, len(views))
-		for _, v := range views {
-			out = append(out, newGroupJSON(v))
+		// DESIGN.md: `group ls miners -json` is one group's object; with
+		// no name or several, an array of them.
+		var out any
+		if len(names) == 1 && len(views) == 1 {
+			out = newGroupJSON(views[0])
+		} else {
+			list := make([]groupJSON, 0, len(views))
+			for _, v := range views {
+				list = append(list, newGroupJSON(v))
+			}
+			out = list
 		}
 		if err := c.WriteJSON(out); err != nil {
 			c.Ui.Error(err.Error())
@@ -359,7 +375,7 @@ func (c *GroupListCommand) Synopsis() string { return "List the groups and their
 // Help is the text of `infrakit group ls -help`.
 func (c *GroupListCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] group ls [NAME]... [-json]
+Usage: infrakit [global options] group ls [NAME]... [-json] [-f FILE]...
 
   Lists the groups of the state (or only the named ones): the desired size,
   how many instances the providers report, how many of them the flavors
@@ -367,11 +383,16 @@ Usage: infrakit [global options] group ls [NAME]... [-json]
 
 Options:
 
-  -json   Print a JSON array with one object per group:
-          {"group", "size", "freed", "instances": [{"id", "logical_id",
-          "tags", "state", "health"}], "rolling": {"outdated",
-          "stopped"}}. "size" is absent for pets and "logical_id" is null
-          for cattle.
+  -json     Print JSON. With exactly one NAME, that group's object:
+            {"group", "size", "freed", "instances": [{"id", "logical_id",
+            "tags", "state", "health"}], "rolling": {"outdated",
+            "stopped"}}. With no NAME or several, an array of such
+            objects. "size" is absent for pets and "logical_id" is null
+            for cattle.
+
+  -f FILE   Accepted, as by every command that reads the stack; the
+            group verbs act on the applied stack and read no stack file.
+            Repeatable.
 `)
 }
 
@@ -384,12 +405,13 @@ type GroupDescribeCommand struct {
 func (c *GroupDescribeCommand) Run(args []string) int {
 	fs := c.FlagSet("group describe")
 	jsonOut := FlagJSON(fs)
+	files := flagStackFiles(fs)
 	name, _, ok := c.parseGroupArgs("describe", fs, args, 0, 0)
 	if !ok {
 		return cli.RunResultHelp
 	}
 
-	r, err := c.groupRunner(groupRunnerOptions{operation: "group describe"})
+	r, err := c.groupRunner(groupRunnerOptions{operation: "group describe", files: *files})
 	if err != nil {
 		c.showError("Error describing the group", err)
 		return 1
@@ -423,7 +445,7 @@ func (c *GroupDescribeCommand) Synopsis() string { return "Show a group's instan
 // Help is the text of `infrakit group describe -help`.
 func (c *GroupDescribeCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] group describe NAME [-json]
+Usage: infrakit [global options] group describe NAME [-json] [-f FILE]...
 
   Shows one group and each of its instances as the instance provider
   reports it now: ID, logical ID (pets), state (pending, running,
@@ -437,6 +459,9 @@ Options:
           [{"id", "logical_id", "tags", "state", "health"}], "rolling":
           {"outdated", "stopped"}}, with every tag including infrakit's own
           (infrakit.group, infrakit.config.hash ...).
+
+  -f FILE Accepted, as by every command that reads the stack; the group
+          verbs read no stack file. Repeatable.
 `)
 }
 
@@ -449,6 +474,7 @@ type GroupScaleCommand struct {
 func (c *GroupScaleCommand) Run(args []string) int {
 	fs := c.FlagSet("group scale")
 	lockTimeout := FlagLockTimeout(fs)
+	files := flagStackFiles(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	name, rest, ok := c.parseGroupArgs("scale", fs, args, 0, 1)
 	if !ok {
@@ -468,7 +494,7 @@ func (c *GroupScaleCommand) Run(args []string) int {
 		return cli.RunResultHelp
 	}
 
-	opts := groupRunnerOptions{operation: "group scale", lockTimeout: *lockTimeout, parallelism: *parallelism}
+	opts := groupRunnerOptions{operation: "group scale", files: *files, lockTimeout: *lockTimeout, parallelism: *parallelism}
 	var progress *progressPrinter
 	if size >= 0 {
 		progress = c.newProgressPrinter()
@@ -546,6 +572,10 @@ Options:
   -parallelism N      Provider calls in flight at once (default 10).
 
   -lock-timeout D     How long to wait for the state lock (default 30s).
+
+  -f FILE             Accepted, as by every command that reads the stack,
+                      so scripts can pass the same files everywhere; the
+                      group verbs read no stack file. Repeatable.
 `)
 }
 
@@ -558,6 +588,7 @@ type GroupDestroyInstancesCommand struct {
 func (c *GroupDestroyInstancesCommand) Run(args []string) int {
 	fs := c.FlagSet("group destroy-instances")
 	lockTimeout := FlagLockTimeout(fs)
+	files := flagStackFiles(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	name, rest, ok := c.parseGroupArgs("destroy-instances", fs, args, 1, -1)
 	if !ok {
@@ -574,7 +605,7 @@ func (c *GroupDestroyInstancesCommand) Run(args []string) int {
 
 	progress := c.newProgressPrinter()
 	r, err := c.groupRunner(groupRunnerOptions{
-		operation: "group destroy-instances", lockTimeout: *lockTimeout, parallelism: *parallelism,
+		operation: "group destroy-instances", files: *files, lockTimeout: *lockTimeout, parallelism: *parallelism,
 		progress: progress.callback(),
 	})
 	if err != nil {
@@ -617,6 +648,10 @@ Options:
   -parallelism N      Provider calls in flight at once (default 10).
 
   -lock-timeout D     How long to wait for the state lock (default 30s).
+
+  -f FILE             Accepted, as by every command that reads the stack,
+                      so scripts can pass the same files everywhere; the
+                      group verbs read no stack file. Repeatable.
 `)
 }
 
@@ -630,11 +665,12 @@ type GroupFreeCommand struct {
 func (c *GroupFreeCommand) Run(args []string) int {
 	fs := c.FlagSet("group free")
 	lockTimeout := FlagLockTimeout(fs)
+	files := flagStackFiles(fs)
 	name, _, ok := c.parseGroupArgs("free", fs, args, 0, 0)
 	if !ok {
 		return cli.RunResultHelp
 	}
-	r, err := c.groupRunner(groupRunnerOptions{operation: "group free", lockTimeout: *lockTimeout})
+	r, err := c.groupRunner(groupRunnerOptions{operation: "group free", files: *files, lockTimeout: *lockTimeout})
 	if err != nil {
 		c.showError("Error freeing the group", err)
 		return 1
@@ -670,6 +706,10 @@ Usage: infrakit [global options] group free NAME [options]
 Options:
 
   -lock-timeout D     How long to wait for the state lock (default 30s).
+
+  -f FILE             Accepted, as by every command that reads the stack,
+                      so scripts can pass the same files everywhere; the
+                      group verbs read no stack file. Repeatable.
 `)
 }
 
@@ -683,6 +723,7 @@ func (c *GroupDestroyCommand) Run(args []string) int {
 	fs := c.FlagSet("group destroy")
 	autoApprove := fs.Bool("auto-approve", false, "destroy without asking")
 	lockTimeout := FlagLockTimeout(fs)
+	files := flagStackFiles(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	name, _, ok := c.parseGroupArgs("destroy", fs, args, 0, 0)
 	if !ok {
@@ -695,7 +736,7 @@ func (c *GroupDestroyCommand) Run(args []string) int {
 
 	progress := c.newProgressPrinter()
 	r, err := c.groupRunner(groupRunnerOptions{
-		operation: "group destroy", lockTimeout: *lockTimeout, parallelism: *parallelism,
+		operation: "group destroy", files: *files, lockTimeout: *lockTimeout, parallelism: *parallelism,
 		progress: progress.callback(),
 	})
 	if err != nil {
@@ -752,5 +793,9 @@ Options:
   -parallelism N      Provider calls in flight at once (default 10).
 
   -lock-timeout D     How long to wait for the state lock (default 30s).
+
+  -f FILE             Accepted, as by every command that reads the stack,
+                      so scripts can pass the same files everywhere; the
+                      group verbs read no stack file. Repeatable.
 `)
 }

@@ -17,11 +17,12 @@ type GroupStopUpdateCommand struct {
 func (c *GroupStopUpdateCommand) Run(args []string) int {
 	fs := c.FlagSet("group stop-update")
 	lockTimeout := FlagLockTimeout(fs)
+	files := flagStackFiles(fs)
 	name, _, ok := c.parseGroupArgs("stop-update", fs, args, 0, 0)
 	if !ok {
 		return cli.RunResultHelp
 	}
-	r, err := c.groupRunner(groupRunnerOptions{operation: "group stop-update", lockTimeout: *lockTimeout})
+	r, err := c.groupRunner(groupRunnerOptions{operation: "group stop-update", files: *files, lockTimeout: *lockTimeout})
 	if err != nil {
 		c.showError("Error stopping the rolling update", err)
 		return 1
@@ -69,5 +70,9 @@ Usage: infrakit [global options] group stop-update NAME [options]
 Options:
 
   -lock-timeout D     How long to wait for the state lock (default 30s).
+
+  -f FILE             Accepted, as by every command that reads the stack,
+                      so scripts can pass the same files everywhere; the
+                      group verbs read no stack file. Repeatable.
 `)
 }

@@ -307,9 +307,21 @@ func TestGroupVerbs(t *testing.T) {
 	}
 
 	t.Run("ls filters by name, flags after", func(t *testing.T) {
+		// One name: that group's object, the DESIGN.md shape.
 		code, stdout, stderr := runCommand(t, groupListCmd, wd, "web", "-json")
-		if code != 0 || !strings.Contains(stdout, `"group": "web"`) || strings.Contains(stdout, `"db"`) {
-			t.Errorf("group ls web -json: exit %d\n%s%s", code, stdout, stderr)
+		var one groupJSON
+		if code != 0 || json.Unmarshal([]byte(stdout), &one) != nil || one.Group != "web" || len(one.Instances) != 3 {
+			t.Errorf("group ls web -json: exit %d, want one object\n%s%s", code, stdout, stderr)
+		}
+		// Several names, or none: an array, in the order named.
+		code, stdout, stderr = runCommand(t, groupListCmd, wd, "-json", "db", "web")
+		var several []groupJSON
+		if code != 0 || json.Unmarshal([]byte(stdout), &several) != nil || len(several) != 2 ||
+			several[0].Group != "db" || several[1].Group != "web" {
+			t.Errorf("group ls -json db web: exit %d, want an array of db and web\n%s%s", code, stdout, stderr)
+		}
+		if groups := groupsByName(t, wd); len(groups) != 2 {
+			t.Errorf("group ls -json: %d groups, want an array of 2", len(groups))
 		}
 		code, stdout, stderr = runCommand(t, groupListCmd, wd)
 		if code != 0 || !strings.Contains(stdout, "GROUP") || !strings.Contains(stdout, "db     pets") {

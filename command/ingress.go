@@ -51,11 +51,12 @@ type ingressJSON struct {
 func (c *IngressDescribeCommand) Run(args []string) int {
 	fs := c.FlagSet("ingress describe")
 	jsonOut := FlagJSON(fs)
+	files := flagStackFiles(fs)
 	name, ok := c.objectArgs("ingress describe", "an ingress", fs, args)
 	if !ok {
 		return cli.RunResultHelp
 	}
-	r, err := c.objectRunner("ingress describe", 0)
+	r, err := c.objectRunner("ingress describe", 0, *files)
 	if err != nil {
 		c.showError("Error describing the ingress", err)
 		return 1
@@ -102,7 +103,7 @@ func (c *IngressDescribeCommand) Synopsis() string {
 // Help is the text of `infrakit ingress describe -help`.
 func (c *IngressDescribeCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] ingress describe NAME [-json]
+Usage: infrakit [global options] ingress describe NAME [-json] [-f FILE]...
 
   Asks every load balancer of ingress NAME for its routes and backends.
 
@@ -110,6 +111,9 @@ Options:
 
   -json    Print {"ingress", "freed", "loadbalancers": [{"loadbalancer",
            "routes": [...], "backends": [{"id", "address"}]}]}.
+
+  -f FILE  Also read FILE as a stack file (repeatable): NAME is looked up
+           in the applied stack, or else in the stack files.
 `)
 }
 
@@ -120,11 +124,12 @@ type IngressFreeCommand struct{ Meta }
 func (c *IngressFreeCommand) Run(args []string) int {
 	fs := c.FlagSet("ingress free")
 	lockTimeout := FlagLockTimeout(fs)
+	files := flagStackFiles(fs)
 	name, ok := c.objectArgs("ingress free", "an ingress", fs, args)
 	if !ok {
 		return cli.RunResultHelp
 	}
-	r, err := c.objectRunner("ingress free", *lockTimeout)
+	r, err := c.objectRunner("ingress free", *lockTimeout, *files)
 	if err != nil {
 		c.showError("Error freeing the ingress", err)
 		return 1
@@ -144,7 +149,7 @@ func (c *IngressFreeCommand) Synopsis() string { return "Stop syncing an ingress
 // Help is the text of `infrakit ingress free -help`.
 func (c *IngressFreeCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] ingress free NAME [-lock-timeout D]
+Usage: infrakit [global options] ingress free NAME [-lock-timeout D] [-f FILE]...
 
   Stops syncing ingress NAME: its routes and backends are left exactly as
   they are, and neither apply's group verbs nor watch change them. The
@@ -160,6 +165,7 @@ func (c *IngressDestroyCommand) Run(args []string) int {
 	fs := c.FlagSet("ingress destroy")
 	autoApprove := fs.Bool("auto-approve", false, "destroy without asking")
 	lockTimeout := FlagLockTimeout(fs)
+	files := flagStackFiles(fs)
 	name, ok := c.objectArgs("ingress destroy", "an ingress", fs, args)
 	if !ok {
 		return cli.RunResultHelp
@@ -171,7 +177,7 @@ func (c *IngressDestroyCommand) Run(args []string) int {
 			return 1
 		}
 	}
-	r, err := c.objectRunner("ingress destroy", *lockTimeout)
+	r, err := c.objectRunner("ingress destroy", *lockTimeout, *files)
 	if err != nil {
 		c.showError("Error destroying the ingress", err)
 		return 1
@@ -204,7 +210,7 @@ func (c *IngressDestroyCommand) Synopsis() string {
 // Help is the text of `infrakit ingress destroy -help`.
 func (c *IngressDestroyCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] ingress destroy NAME [-auto-approve] [-lock-timeout D]
+Usage: infrakit [global options] ingress destroy NAME [-auto-approve] [-lock-timeout D] [-f FILE]...
 
   Unpublishes every route and deregisters every backend of the load
   balancers of ingress NAME, and removes it from the state. An apply of a
@@ -213,5 +219,8 @@ Usage: infrakit [global options] ingress destroy NAME [-auto-approve] [-lock-tim
 Options:
 
   -auto-approve    Destroy without asking. Needed when stdin is not a terminal.
+
+  -f FILE          Also read FILE as a stack file (repeatable): NAME is
+                   looked up in the applied stack, or else in the stack files.
 `)
 }

@@ -37,9 +37,10 @@ func (m *Meta) objectArgs(verb, what string, fs *flag.FlagSet, args []string) (s
 	return positional[0], true
 }
 
-// objectRunner starts a Runner for an lb, ingress or enrollment verb. Close it.
-func (m *Meta) objectRunner(op string, lockTimeout time.Duration) (*operation.Runner, error) {
-	return m.groupRunner(groupRunnerOptions{operation: op, lockTimeout: lockTimeout})
+// objectRunner starts a Runner for an lb, ingress or enrollment verb, with
+// the -f stack files as given. Close it.
+func (m *Meta) objectRunner(op string, lockTimeout time.Duration, files []string) (*operation.Runner, error) {
+	return m.groupRunner(groupRunnerOptions{operation: op, files: files, lockTimeout: lockTimeout})
 }
 
 // LBCommand is the parent of the `infrakit lb` verbs.
@@ -54,7 +55,7 @@ func (c *LBCommand) Synopsis() string { return "List the routes and backends of 
 // Help is the text of `infrakit lb -help`.
 func (c *LBCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] lb <routes|backends> ls NAME [-json]
+Usage: infrakit [global options] lb <routes|backends> ls NAME [-json] [-f FILE]...
 
   Asks a load balancer's provider for its routes or its backends. NAME is a
   loadbalancer block of the applied stack (or, before the first apply, of
@@ -104,11 +105,12 @@ type routesJSON struct {
 func (c *LBRoutesListCommand) Run(args []string) int {
 	fs := c.FlagSet("lb routes ls")
 	jsonOut := FlagJSON(fs)
+	files := flagStackFiles(fs)
 	name, ok := c.objectArgs("lb routes ls", "a load balancer", fs, args)
 	if !ok {
 		return cli.RunResultHelp
 	}
-	r, err := c.objectRunner("lb routes ls", 0)
+	r, err := c.objectRunner("lb routes ls", 0, *files)
 	if err != nil {
 		c.showError("Error listing routes", err)
 		return 1
@@ -151,7 +153,7 @@ func (c *LBRoutesListCommand) Synopsis() string { return "List a load balancer's
 // Help is the text of `infrakit lb routes ls -help`.
 func (c *LBRoutesListCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] lb routes ls NAME [-json]
+Usage: infrakit [global options] lb routes ls NAME [-json] [-f FILE]...
 
   Lists the routes load balancer NAME publishes, asking its provider.
 
@@ -159,6 +161,9 @@ Options:
 
   -json    Print {"loadbalancer": NAME, "routes": [{"lb_port", "lb_protocol",
            "port", "protocol", "certificate"}]}.
+
+  -f FILE  Also read FILE as a stack file (repeatable): NAME is looked up
+           in the applied stack, or else in the stack files.
 `)
 }
 
@@ -175,11 +180,12 @@ type backendsJSON struct {
 func (c *LBBackendsListCommand) Run(args []string) int {
 	fs := c.FlagSet("lb backends ls")
 	jsonOut := FlagJSON(fs)
+	files := flagStackFiles(fs)
 	name, ok := c.objectArgs("lb backends ls", "a load balancer", fs, args)
 	if !ok {
 		return cli.RunResultHelp
 	}
-	r, err := c.objectRunner("lb backends ls", 0)
+	r, err := c.objectRunner("lb backends ls", 0, *files)
 	if err != nil {
 		c.showError("Error listing backends", err)
 		return 1
@@ -221,13 +227,16 @@ func (c *LBBackendsListCommand) Synopsis() string { return "List a load balancer
 // Help is the text of `infrakit lb backends ls -help`.
 func (c *LBBackendsListCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] lb backends ls NAME [-json]
+Usage: infrakit [global options] lb backends ls NAME [-json] [-f FILE]...
 
   Lists the backends registered with load balancer NAME, asking its provider.
 
 Options:
 
   -json    Print {"loadbalancer": NAME, "backends": ["id", ...]}.
+
+  -f FILE  Also read FILE as a stack file (repeatable): NAME is looked up
+           in the applied stack, or else in the stack files.
 `)
 }
 

@@ -115,7 +115,9 @@ func (m *Meta) ShowDiagnostics(files map[string]*hcl.File, diags hcl.Diagnostics
 }
 
 // relativeDiagnostics names files relative to the working directory, as
-// users wrote them, instead of by the absolute paths they were loaded from.
+// users wrote them, instead of by the absolute paths they were loaded from:
+// in the location of each diagnostic, and where its detail names a place
+// in one of files ("size is set at stack.hcl:18:3").
 func (m *Meta) relativeDiagnostics(files map[string]*hcl.File, diags hcl.Diagnostics) (map[string]*hcl.File, hcl.Diagnostics) {
 	rel := func(name string) string {
 		if m.WorkDir == "" || !filepath.IsAbs(name) {
@@ -136,13 +138,24 @@ func (m *Meta) relativeDiagnostics(files map[string]*hcl.File, diags hcl.Diagnos
 		return &c
 	}
 	outFiles := make(map[string]*hcl.File, len(files))
+	// Details name places as "file:line:col": a file's name is replaced
+	// where a colon follows it.
+	var places []string
 	for name, f := range files {
-		outFiles[rel(name)] = f
+		r := rel(name)
+		outFiles[r] = f
+		if r != name {
+			places = append(places, name+":", r+":")
+		}
 	}
+	detail := strings.NewReplacer(places...)
 	out := make(hcl.Diagnostics, len(diags))
 	for i, d := range diags {
 		c := *d
 		c.Subject, c.Context = relRange(d.Subject), relRange(d.Context)
+		if len(places) > 0 {
+			c.Detail = detail.Replace(d.Detail)
+		}
 		out[i] = &c
 	}
 	return outFiles, out

@@ -22,15 +22,9 @@ type PlanCommand struct {
 	Meta
 }
 
-// fileFlag collects repeated -f flags in order.
-type fileFlag []string
-
-func (f *fileFlag) String() string     { return strings.Join(*f, ",") }
-func (f *fileFlag) Set(v string) error { *f = append(*f, v); return nil }
-
 // stackFlags are the flags plan, apply and destroy share.
 type stackFlags struct {
-	files       fileFlag
+	files       *fileFlag
 	parallelism *int
 	jsonOut     *bool
 	lockTimeout *time.Duration
@@ -39,7 +33,7 @@ type stackFlags struct {
 func (m *Meta) stackFlagSet(name string) (*flag.FlagSet, *stackFlags) {
 	fs := m.FlagSet(name)
 	sf := &stackFlags{}
-	fs.Var(&sf.files, "f", "also read this stack file (repeatable)")
+	sf.files = flagStackFiles(fs)
 	sf.parallelism = fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	sf.jsonOut = FlagJSON(fs)
 	sf.lockTimeout = FlagLockTimeout(fs)
@@ -48,13 +42,9 @@ func (m *Meta) stackFlagSet(name string) (*flag.FlagSet, *stackFlags) {
 
 // runner starts an operation.Runner over the working directory.
 func (m *Meta) runner(op string, sf *stackFlags, progress func(operation.Progress)) (*operation.Runner, error) {
-	files := make([]string, len(sf.files))
-	for i, f := range sf.files {
-		files[i] = m.Path(f)
-	}
 	return operation.New(m.Context(), operation.Options{
 		WorkDir:     m.WorkDir,
-		ExtraFiles:  files,
+		ExtraFiles:  m.stackFilePaths(*sf.files),
 		Logger:      m.Logger.Named(op),
 		Parallelism: *sf.parallelism,
 		LockTimeout: *sf.lockTimeout,

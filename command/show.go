@@ -82,6 +82,7 @@ func sortedGroupNames(doc *state.Document) []string {
 func (c *ShowCommand) Run(args []string) int {
 	fs := c.FlagSet("show")
 	jsonOut := FlagJSON(fs)
+	files := flagStackFiles(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -91,7 +92,9 @@ func (c *ShowCommand) Run(args []string) int {
 		c.Ui.Error(fmt.Sprintf("The show command takes no arguments; got %q.\n", rest))
 		return cli.RunResultHelp
 	}
-	r, err := operation.New(c.Context(), operation.Options{WorkDir: c.WorkDir, Logger: c.Logger.Named("show")})
+	r, err := operation.New(c.Context(), operation.Options{
+		WorkDir: c.WorkDir, ExtraFiles: c.stackFilePaths(*files), Logger: c.Logger.Named("show"),
+	})
 	if err != nil {
 		c.showError("Error reading the state", err)
 		return 1
@@ -150,7 +153,7 @@ func (c *ShowCommand) Synopsis() string { return "Summarize the state" }
 // Help is the text of `infrakit show -help`.
 func (c *ShowCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] show [-json]
+Usage: infrakit [global options] show [-json] [-f FILE]...
 
   Summarizes the state: the stack last applied, the state's serial and
   lineage, and each group with its desired size and the number of instances
@@ -162,5 +165,8 @@ Options:
   -json   Print the summary as one JSON document:
           {"stack", "serial", "lineage", "groups": [{"group", "size",
           "logical_ids", "instances", "freed", "update_stopped"}]}
+
+  -f FILE Accepted, as by every command that reads the stack; show reads
+          only the state. Repeatable.
 `)
 }

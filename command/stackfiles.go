@@ -2,16 +2,25 @@ package command
 
 import (
 	"flag"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/infrakit/infrakit/internal/config"
 )
 
-// Commands that read the stack take -f FILE (repeatable) to add a file to
-// the working directory's: HCL, or a specification in an old format (legacy
-// group JSON, new-schema YAML or JSON). A command calls flagStackFiles when
-// it builds its flag set and loadStack with what was given.
+// Every command that reads the stack, or acts on objects of it, takes
+// -f FILE (repeatable) to add a file to the working directory's: HCL, or a
+// specification in an old format (legacy group JSON, new-schema YAML or
+// JSON). A command calls flagStackFiles when it builds its flag set, and
+// passes what was given to loadStack, or (resolved with stackFilePaths) to
+// operation.Options.ExtraFiles.
+
+// fileFlag collects repeated -f flags in order.
+type fileFlag []string
+
+func (f *fileFlag) String() string     { return strings.Join(*f, ",") }
+func (f *fileFlag) Set(v string) error { *f = append(*f, v); return nil }
 
 // flagStackFiles defines -f FILE, repeatable.
 func flagStackFiles(fs *flag.FlagSet) *fileFlag {
@@ -23,6 +32,9 @@ func flagStackFiles(fs *flag.FlagSet) *fileFlag {
 // stackFilePaths resolves -f files against the working directory, as every
 // path is after -chdir.
 func (m *Meta) stackFilePaths(files []string) []string {
+	if len(files) == 0 {
+		return nil
+	}
 	out := make([]string, len(files))
 	for i, f := range files {
 		out[i] = m.Path(f)

@@ -31,6 +31,7 @@ func (c *WatchCommand) Run(args []string) int {
 	listen := fs.String("listen", status.DefaultListen, "where the HTTP API is served (host:port)")
 	lockTimeout := FlagLockTimeout(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
+	files := flagStackFiles(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -55,6 +56,7 @@ func (c *WatchCommand) Run(args []string) int {
 
 	err = watch.Run(c.Context(), watch.Options{
 		WorkDir:     c.WorkDir,
+		ExtraFiles:  c.stackFilePaths(*files),
 		Interval:    *interval,
 		Listen:      *listen,
 		LockTimeout: *lockTimeout,
@@ -168,5 +170,10 @@ Options:
 
   -parallelism N      Provider calls in flight at once per group, and groups
                       reconciled at once (default 10).
+
+  -f FILE             Also read FILE as a stack file when the stack files
+                      are read again (SIGHUP). Repeatable. Pass the files
+                      the stack was applied with, or a reload reports that
+                      the stack files differ from the applied stack.
 `)
 }

@@ -46,9 +46,11 @@ var stackSchema = &hcl.BodySchema{
 //
 // Specifications in the old formats (legacy group JSON, new-schema YAML or
 // JSON; see package legacy) are part of the stack too: the *.json, *.yml and
-// *.yaml files of dir that are specifications (legacy.IsSpecification, so
-// the state file is not one) and every extra file with one of those
-// extensions. The providers and load balancers they name are implied: the
+// *.yaml files of dir that are specifications (legacy.IsSpecification; the
+// local state, StateFile, and the files beside it are never read) and
+// every extra file with one of those extensions. A file of dir that does
+// not parse and does not look like a specification is left out with a
+// warning; an extra file is read whatever it holds. The providers and load balancers they name are implied: the
 // stack gets a provider or loadbalancer block for each it does not declare.
 // A stack whose files have no stack block but some specifications is named
 // after the directory (a warning says so).
@@ -58,7 +60,7 @@ var stackSchema = &hcl.BodySchema{
 // errors the rest of the Stack is incomplete and must not be acted on.
 func Load(dir string, extra ...string) (*Stack, hcl.Diagnostics) {
 	st := &Stack{Files: map[string]*hcl.File{}}
-	names, diags := stackFiles(dir, extra)
+	names, diags := stackFiles(st, dir, extra)
 	if diags.HasErrors() {
 		return st, diags
 	}
@@ -151,39 +153,79 @@ func StackFiles(dir string) ([]string, error) {
 	return names, nil
 }
 
+// StateFile is the local state's file name in a stack's directory
+// (operation.StateFile). It is JSON but never a specification: Load does
+// not read it, its .backup, or the temporary files its writer leaves
+// (StateFile + ".tmp-*"), whatever they hold, so that a damaged state is
+// refused by the state backend, with its own message, and not reported
+// as a broken specification.
+const StateFile = "infrakit.state.json"
+
+// isStateFile reports whether base (a file name without directory) is the
+// local state or one of the files its backend keeps beside it.
+func isStateFile(base string) bool {
+	return base == StateFile || strings.HasPrefix(base, StateFile+".")
+}
+
 // specificationFiles lists the *.json, *.yml and *.yaml files directly in
-// dir that are specifications, in name order, without hidden files.
-func specificationFiles(dir string) ([]string, error) {
+// dir that are specifications, in name order, without hidden files and
+// the state's. A file that does not parse and does not look like a
+// specification is left out with a warning, its source added to st.Files
+// to show the line.
+func specificationFiles(st *Stack, dir string) ([]string, hcl.Diagnostics, error) {
 	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var names []string
+	var diags hcl.Diagnostics
 	for _, e := range entries {
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !legacy.IsFile(e.Name()) {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !legacy.IsFile(e.Name()) || isStateFile(e.Name()) {
 			continue
 		}
 		name := filepath.Join(dir, e.Name())
 		src, err := os.ReadFile(name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if legacy.IsSpecification(src, name) {
+		spec, syntax := legacy.IsSpecification(src, name)
+		switch {
+		case spec:
 			names = append(names, name)
+		case syntax != nil:
+			st.Files[name] = &hcl.File{Bytes: src}
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning,
+				Summary:  "File not read: " + e.Name(),
+				Detail: fmt.Sprintf("%s is not valid %s (%s), and nothing in it looks like a specification "+
+					`(an "ID" or "Properties" field, or a kind of group, ingress or enrollment), so it is not part of the stack. `+
+					"If it is meant to be one, fix it, or name it with -f to see every error; otherwise move it out of the directory.",
+					e.Name(), formatName(name), strings.TrimSuffix(syntax.Detail, ".")),
+				Subject: syntax.Subject,
+			})
 		}
 	}
-	return names, nil
+	return names, diags, nil
+}
+
+// formatName is "JSON" or "YAML", by the file's extension.
+func formatName(name string) string {
+	if ext := strings.ToLower(filepath.Ext(name)); ext == ".yml" || ext == ".yaml" {
+		return "YAML"
+	}
+	return "JSON"
 }
 
 // stackFiles lists the files Load reads, without duplicates: dir's *.hcl
 // files, then its specifications, then the extra files.
-func stackFiles(dir string, extra []string) ([]string, hcl.Diagnostics) {
+func stackFiles(st *Stack, dir string, extra []string) ([]string, hcl.Diagnostics) {
 	var names []string
+	var diags hcl.Diagnostics
 	if dir != "" {
 		hclFiles, err := StackFiles(dir)
 		var specs []string
 		if err == nil {
-			specs, err = specificationFiles(dir)
+			specs, diags, err = specificationFiles(st, dir)
 		}
 		if err != nil {
 			return nil, hcl.Diagnostics{{
@@ -204,13 +246,13 @@ func stackFiles(dir string, extra []string) ([]string, hcl.Diagnostics) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, hcl.Diagnostics{{
+		return nil, append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "No stack files",
 			Detail:   fmt.Sprintf("The directory %q has no *.hcl files and no specifications (*.json, *.yml, *.yaml).", dir),
-		}}
+		})
 	}
-	return out, nil
+	return out, diags
 }
 
 // loader decodes the blocks of all files into one Stack, collecting diagnostics.

@@ -83,6 +83,104 @@ func TestExtraSpecificationAlwaysRead(t *testing.T) {
 	}
 }
 
+// TestStateFilesNeverRead: the local state and the files its backend keeps
+// beside it are not specifications, whatever they hold, so a truncated
+// state is left to the state backend to refuse (with its own message)
+// rather than reported as invalid JSON. Named with -f, a file is read.
+func TestStateFilesNeverRead(t *testing.T) {
+	truncated := `{"version": 1, "serial": 3, "lineage": "x", "stack": {"groups": [{"ID": "web", "Properties": {"Allo`
+	st, diags, dir := loadSource(t, map[string]string{
+		"stack.hcl":                          `stack "s" {}`,
+		config.StateFile:                     truncated,
+		config.StateFile + ".backup":         webGroupJSON,
+		config.StateFile + ".tmp-12345.json": truncated,
+	})
+	if len(diags) > 0 {
+		t.Fatalf("the state files were read:\n%s", render(st, diags))
+	}
+	if len(st.Groups) != 0 || len(st.Files) != 1 {
+		t.Fatalf("files read %v, groups %v; want stack.hcl alone", mapKeys(st.Files), st.Groups)
+	}
+	_, diags = config.Load(dir, filepath.Join(dir, config.StateFile))
+	if !diags.HasErrors() {
+		t.Error("a state named with -f must be read, and it is not a valid specification")
+	}
+}
+
+// TestBrokenFileThatIsNoSpecification: a file of the directory that does
+// not parse is an error when its text shows a specification (an "ID" or
+// "Properties" key, a kind infrakit reads), and otherwise left out with a
+// warning that says why and points at the syntax error.
+func TestBrokenFileThatIsNoSpecification(t *testing.T) {
+	st, diags, dir := loadSource(t, map[string]string{
+		"stack.hcl":     `stack "s" {}`,
+		"web.json":      webGroupJSON,
+		"tsconfig.json": "{\n  // comments are not JSON\n  \"compilerOptions\": {}\n}\n",
+		"notes.yaml":    "title: [unclosed\n",
+	})
+	if diags.HasErrors() {
+		t.Fatalf("a stray broken file is not an error:\n%s", render(st, diags))
+	}
+	if st.Group("web") == nil {
+		t.Fatalf("web.json was not read")
+	}
+	var skipped []string
+	for _, d := range diags {
+		skipped = append(skipped, d.Summary)
+		if !strings.Contains(d.Detail, "not part of the stack") || d.Subject == nil {
+			t.Errorf("warning %q: detail %q, subject %v", d.Summary, d.Detail, d.Subject)
+		}
+	}
+	if strings.Join(skipped, "; ") != "File not read: notes.yaml; File not read: tsconfig.json" {
+		t.Errorf("warnings %q, want one per broken file, in name order", skipped)
+	}
+	if got := pos(dir, diags[1].Subject); got != "tsconfig.json:2:3" {
+		t.Errorf("the tsconfig.json warning is at %s, want its syntax error at tsconfig.json:2:3", got)
+	}
+	if out := render(st, diags[1:]); !strings.Contains(out, "// comments are not JSON") {
+		t.Errorf("the warning should show the line:\n%s", out)
+	}
+
+	// Broken specifications stay errors: JSON with an ID, YAML with a kind.
+	for name, src := range map[string]string{
+		"broken.json": `{"ID": "web", "Properties": {"Allocation": {"Size": 2}`,
+		"broken.yaml": "kind: group\nmetadata: {name: web\nproperties: {}\n",
+		"legacy.yml":  "ID: web\nProperties: [\n",
+	} {
+		st, diags, _ := loadSource(t, map[string]string{"stack.hcl": `stack "s" {}`, name: src})
+		if !diags.HasErrors() || !strings.HasSuffix(diags.Errs()[0].(*hcl.Diagnostic).Subject.Filename, name) {
+			t.Errorf("%s: want its syntax error:\n%s", name, render(st, diags))
+		}
+	}
+}
+
+// TestMisspelledFieldBesideKind: a new-schema document is recognized by
+// its kind (group, ingress or enrollment, in any case) and metadata too,
+// not only by a properties field, so a misspelled one is an error naming
+// it instead of the document being silently left out.
+func TestMisspelledFieldBesideKind(t *testing.T) {
+	for _, kind := range []string{"group", "Ingress", "ENROLLMENT"} {
+		src := "kind: " + kind + "\nmetadata: {name: web}\nproprties:\n  Allocation: {Size: 2}\n"
+		st, diags, dir := loadSource(t, map[string]string{"stack.hcl": `stack "s" {}`, "web.yml": src})
+		d := diagnostic(t, st, diags, "Unknown field")
+		if !strings.Contains(d.Detail, `no field "proprties"`) || !strings.Contains(d.Detail, `Did you mean "properties"?`) {
+			t.Errorf("kind %s: detail %q", kind, d.Detail)
+		}
+		if got := pos(dir, d.Subject); got != "web.yml:3:1" {
+			t.Errorf("kind %s: at %s, want web.yml:3:1", kind, got)
+		}
+	}
+	// Another tool's kind, or a kind without metadata, is not a specification.
+	st, diags, _ := loadSource(t, map[string]string{
+		"stack.hcl":  `stack "s" {}`,
+		"deploy.yml": "kind: Deployment\nmetadata: {name: x}\nproprties: {}\n",
+		"list.yml":   "kind: group\nitems: []\n",
+	})
+	if len(diags) > 0 {
+		t.Errorf("not specifications:\n%s", render(st, diags))
+	}
+}
+
 // TestImpliedProvidersAndLoadBalancers: what the specifications name and
 // the stack does not declare is added once; what the stack declares is
 // its own, and a load balancer named with another provider is an error.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/watch/status"
@@ -20,13 +22,20 @@ import (
 //     it (an upgrade), relaunches the providers from it once no pass is
 //     using them; a lock file that does not load keeps the providers as
 //     they are;
-//   - loads and validates the stack files, and logs what it finds: their
+//   - loads and validates the stack files (the working directory's and
+//     Options.ExtraFiles, the -f files), and logs what it finds: their
 //     diagnostics when they do not load, or which groups differ from the
-//     applied stack (`infrakit apply` would change them).
+//     applied stack (`infrakit apply` would change them). Warnings are
+//     logged when they differ from those the last reload logged, so a
+//     stack that keeps a warning does not repeat it at every SIGHUP.
 //
 // What it found is recorded as one "reload" event.
 func (s *service) reload(ctx context.Context) {
-	s.log.Info("reloading: the state, the provider lock file and the stack files")
+	if len(s.opts.ExtraFiles) > 0 {
+		s.log.Info("reloading: the state, the provider lock file and the stack files", "extra_files", s.opts.ExtraFiles)
+	} else {
+		s.log.Info("reloading: the state, the provider lock file and the stack files")
+	}
 	var notes []string
 	doc, err := readState(ctx, s.store)
 	if err != nil {
@@ -62,7 +71,13 @@ func (s *service) reload(ctx context.Context) {
 		s.log.Error("reload: the stack files do not load; watch keeps enforcing the applied stack",
 			"errors", len(diags.Errs()), "diagnostics", strings.TrimSpace(b.String()))
 		notes = append(notes, fmt.Sprintf("the stack files do not load (%d errors, see the log); watch keeps enforcing the applied stack", len(diags.Errs())))
+		// The warnings were logged with the errors; once the files load,
+		// the warnings left are logged again.
+		s.reloadWarnings = ""
 	default:
+		if note := s.logReloadWarnings(files, diags); note != "" {
+			notes = append(notes, note)
+		}
 		var applied *config.Stack
 		if doc != nil {
 			applied = doc.Stack
@@ -77,6 +92,35 @@ func (s *service) reload(ctx context.Context) {
 		}
 	}
 	s.rec.Event(status.Event{Kind: status.EventReload, Message: strings.Join(notes, "; ")})
+}
+
+// logReloadWarnings logs the warnings of stack files that load, unless
+// the last reload logged the same ones, and returns the note for the
+// reload event ("" without warnings).
+func (s *service) logReloadWarnings(files map[string]*hcl.File, diags hcl.Diagnostics) string {
+	var warnings hcl.Diagnostics
+	for _, d := range diags {
+		if d.Severity == hcl.DiagWarning {
+			warnings = append(warnings, d)
+		}
+	}
+	text := ""
+	if len(warnings) > 0 {
+		var b bytes.Buffer
+		_ = config.WriteDiagnostics(&b, files, warnings, false)
+		text = strings.TrimSpace(b.String())
+	}
+	if text != "" && text != s.reloadWarnings {
+		s.log.Warn("reload: the stack files load with warnings", "warnings", len(warnings), "diagnostics", text)
+	}
+	s.reloadWarnings = text
+	switch len(warnings) {
+	case 0:
+		return ""
+	case 1:
+		return "the stack files load with 1 warning (logged when it first appeared)"
+	}
+	return fmt.Sprintf("the stack files load with %d warnings (logged when they first appeared)", len(warnings))
 }
 
 // replaceHost stops the providers and lets the next use launch them from

@@ -35,6 +35,11 @@ const (
 type Options struct {
 	// WorkDir holds the state, the lock file and .infrakit/.
 	WorkDir string
+	// ExtraFiles are stack files named with -f, read beside WorkDir's
+	// when the stack files are read again (Reload); a relative path is
+	// taken from WorkDir. They should be the files the stack was applied
+	// with, or a reload reports that the stack files differ from it.
+	ExtraFiles []string
 	// Interval is how often every group is listed again even when nothing
 	// announced a change (DefaultInterval).
 	Interval time.Duration
@@ -134,9 +139,18 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	opts.WorkDir = wd
 	log := opts.Logger
+	extra := make([]string, len(opts.ExtraFiles))
+	for i, f := range opts.ExtraFiles {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(wd, f)
+		}
+		extra[i] = f
+	}
+	opts.ExtraFiles = extra
 
 	runner, err := operation.New(ctx, operation.Options{
 		WorkDir:     wd,
+		ExtraFiles:  opts.ExtraFiles,
 		Logger:      log,
 		Parallelism: opts.Parallelism,
 		LockTimeout: opts.LockTimeout,
@@ -289,6 +303,9 @@ type service struct {
 	fol       followers
 	lockFile  []byte
 	resetHost bool
+	// reloadWarnings are the stack files' warnings the last reload
+	// logged (reload.go), so the same ones are not logged again.
+	reloadWarnings string
 }
 
 func newService(opts Options, r *operation.Runner, rec *status.Recorder, lockFile []byte) *service {

@@ -17,6 +17,7 @@ package legacy
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -95,33 +96,82 @@ func isYAML(name string) bool {
 }
 
 // IsSpecification reports whether a JSON or YAML file found in a stack's
-// directory is a specification, so that infrakit's own files there (the
-// state, saved plans) and other tools' files are not read as one. It is:
-// a JSON value, or any YAML document, that is an object (or a list whose
-// first element is an object) with an "ID" or "Properties" field, in any
-// case. A file that does not parse counts as one, so its error is shown.
-// Files named on the command line are read whatever they hold.
-func IsSpecification(src []byte, filename string) bool {
+// directory is a specification, so that infrakit's own files there (saved
+// plans) and other tools' files are not read as one. It is: a JSON value,
+// or any YAML document, that is an object (or a list whose first element
+// is an object) with an "ID" or "Properties" field, or with "metadata"
+// and a "kind" of group, ingress or enrollment; field names and the kind
+// in any case. Files named on the command line are read whatever they
+// hold.
+//
+// When the file does not parse, syntax is its first syntax error, and spec
+// says whether its text still shows a specification: an "ID" or
+// "Properties" key, or a kind of group, ingress or enrollment. Such a file
+// is a specification with a mistake, to be read so that the error is
+// shown; any other is someone else's broken file, which the caller may
+// skip, saying so.
+func IsSpecification(src []byte, filename string) (spec bool, syntax *hcl.Diagnostic) {
 	yamlFile := isYAML(filename)
 	s := newSource(filename, blankLeadingComments(src, yamlFile))
 	var docs []*node
+	var diags hcl.Diagnostics
 	if yamlFile {
-		var diags hcl.Diagnostics
-		if docs, diags = parseYAML(s); diags.HasErrors() {
-			return true
-		}
+		docs, diags = parseYAML(s)
 	} else {
-		n, diags := parseJSON(s)
-		if diags.HasErrors() {
-			return true
+		var n *node
+		if n, diags = parseJSON(s); n != nil {
+			docs = []*node{n}
 		}
-		docs = []*node{n}
+	}
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			return looksLikeSpecification(src), d
+		}
 	}
 	for _, d := range docs {
 		if d.kind == kindArray && len(d.items) > 0 {
 			d = d.items[0]
 		}
-		if d.field("ID") != nil || d.field("Properties") != nil {
+		if isSpecificationObject(d) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// isSpecificationObject reports whether n is shaped as a legacy group (an
+// ID or Properties field) or a new-schema specification (metadata and a
+// kind infrakit reads). A kind of another tool (kind: Deployment) is not
+// one; a misspelled field beside a kind of group is, so that its error
+// is shown.
+func isSpecificationObject(n *node) bool {
+	if n.field("ID") != nil || n.field("Properties") != nil {
+		return true
+	}
+	k := n.field("kind")
+	if k == nil || k.value.kind != kindString || n.field("metadata") == nil {
+		return false
+	}
+	switch strings.ToLower(k.value.text) {
+	case kindGroup, kindIngress, kindEnrollment:
+		return true
+	}
+	return false
+}
+
+// specificationMarks are what a specification shows even when it does not
+// parse: a legacy group's "ID" or "Properties" key (JSON or YAML, quoted
+// or not), or a kind infrakit reads.
+var specificationMarks = []*regexp.Regexp{
+	regexp.MustCompile(`(?m)(?:^|[\s{,\-])["']?(?:ID|Properties)["']?\s*:`),
+	regexp.MustCompile(`(?i)(?:^|[\s{,\-])["']?kind["']?\s*:\s*["']?(?:group|ingress|enrollment)\b`),
+}
+
+// looksLikeSpecification reports whether the text of a file that does not
+// parse shows one of specificationMarks.
+func looksLikeSpecification(src []byte) bool {
+	for _, re := range specificationMarks {
+		if re.Match(src) {
 			return true
 		}
 	}

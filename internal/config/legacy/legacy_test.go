@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/config/legacy"
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/sdk/flavor"
@@ -216,6 +217,63 @@ properties:
       literal: "50% ${not a ref}"
       nested: {list: ["{{.ID}}", 1]}
 `
+
+// comboJSON is a legacy group JSON whose combo flavor combines vanilla
+// (attachments, init, tags), the simulator's flavor, and a nested combo.
+const comboJSON = `{"ID": "workers", "Properties": {
+  "Allocation": {"Size": 3},
+  "Instance": {"Plugin": "simulator/compute", "Properties": {"note": "n"}},
+  "Flavor": {"Plugin": "combo", "Properties": [
+    {"Plugin": "vanilla", "Properties": {
+      "Init": ["echo one"],
+      "Tags": {"tier": "web", "a": "1"},
+      "Attachments": [{"ID": "vol-1", "Type": "ebs"}]}},
+    {"Plugin": "simulator", "Properties": {"health": "healthy"}},
+    {"Plugin": "combo", "Properties": [
+      {"Plugin": "vanilla", "Properties": {"Init": ["echo two"], "Tags": {"a": "2"}}}]}
+  ]}
+}}`
+
+// TestLegacyJSONCombo: a legacy JSON combo flavor becomes one flavor block
+// per flavor it combines, in order (a nested combo's in its place), each
+// with its converted properties; convert prints them in that order.
+func TestLegacyJSONCombo(t *testing.T) {
+	st := mustLoad(t, writeFiles(t, map[string]string{"stack.hcl": `stack "s" {}`, "workers.json": comboJSON}))
+	g := st.Group("workers")
+	if g == nil || g.Size == nil || *g.Size != 3 {
+		t.Fatalf("workers: %s", modelJSON(t, g))
+	}
+	type flavor struct{ provider, properties string }
+	var got []flavor
+	for _, f := range g.Flavors {
+		got = append(got, flavor{f.Provider, string(f.Properties)})
+	}
+	want := []flavor{
+		{"vanilla", `{"attachments":[{"id":"vol-1","type":"ebs"}],"init":["echo one"],"tags":{"a":"1","tier":"web"}}`},
+		{"simulator", `{"health":"healthy"}`},
+		{"vanilla", `{"init":["echo two"],"tags":{"a":"2"}}`},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("flavors\n got %q\nwant %q", got, want)
+	}
+
+	out, err := st.MarshalHCL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out)
+	var at []int
+	for _, marker := range []string{`"vol-1"`, "health = \"healthy\"", `"echo two"`} {
+		i := strings.Index(text, marker)
+		if i < 0 {
+			t.Fatalf("converted HCL lacks %q:\n%s", marker, text)
+		}
+		at = append(at, i)
+	}
+	if strings.Count(text, "flavor {") != 3 || !slices.IsSorted(at) {
+		t.Errorf("convert should print three flavor blocks in the combo's order:\n%s", text)
+	}
+}
 
 func TestComboPetsAndMemberReferences(t *testing.T) {
 	st := mustLoad(t, writeFiles(t, map[string]string{"stack.hcl": `stack "s" {}`, "spec.yaml": comboSpec}))
@@ -424,5 +482,41 @@ func TestDiagnostics(t *testing.T) {
 func TestValidSpecificationsHaveNoWarnings(t *testing.T) {
 	for _, dir := range []string{"json", "yaml"} {
 		mustLoad(t, filepath.Join(legacyDir, dir))
+	}
+}
+
+// TestIsSpecification: what a stack's directory reads as a specification.
+// A file that parses is one by its fields; one that does not is one when
+// its text shows a specification's key or kind, and then carries its
+// syntax error either way.
+func TestIsSpecification(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		spec      bool
+		syntaxErr bool
+		why       string
+	}{
+		{"legacy.json", `{"ID": "web", "Properties": {}}`, true, false, ""},
+		{"list.json", `[{"properties": {}}]`, true, false, ""},
+		{"group.yml", "kind: Group\nmetadata: {name: web}\nproprties: {}\n", true, false, ""},
+		{"ingress.yaml", "---\nfoo: 1\n---\nKIND: ingress\nMetadata: {}\n", true, false, ""},
+		{"k8s.yml", "kind: Deployment\nmetadata: {name: x}\n", false, false, ""},
+		{"nometa.yml", "kind: group\nname: x\n", false, false, ""},
+		{"package.json", `{"name": "x", "version": "1.0.0"}`, false, false, ""},
+		{"broken.json", `{"ID": "web",`, true, true, "an ID key"},
+		{"broken-props.json", "{\n  \"Properties\" : {\"Allocation\": ", true, true, "a Properties key"},
+		{"broken.yml", "kind: 'enrollment'\nmetadata: {name: x\n", true, true, "a kind infrakit reads"},
+		{"broken-flow.yml", "- {ID: web, Properties: [}\n", true, true, "an ID key in flow style"},
+		{"tsconfig.json", "{\n  // comment\n  \"id\": 1,\n  \"SomeID\": 2\n}", false, true, ""},
+		{"k8s-broken.yml", "kind: Deployment\nmetadata: {name: x\n", false, true, ""},
+		{"empty.json", "", false, true, ""},
+	} {
+		spec, syntax := legacy.IsSpecification([]byte(tc.src), tc.name)
+		if spec != tc.spec || (syntax != nil) != tc.syntaxErr {
+			t.Errorf("%s: spec %v, syntax error %v; want %v, %v (%s)", tc.name, spec, syntax, tc.spec, tc.syntaxErr, tc.why)
+		}
+		if syntax != nil && (syntax.Severity != hcl.DiagError || syntax.Subject == nil || syntax.Subject.Filename != tc.name) {
+			t.Errorf("%s: syntax error %+v, want an error at the file", tc.name, syntax)
+		}
 	}
 }
