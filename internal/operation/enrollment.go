@@ -30,8 +30,12 @@ func (r *Runner) enrollmentController(ctx context.Context, st *config.Stack, e *
 // planEnrollments previews every enrollment of desired and of the stored
 // stack. The source group is listed once more for each (with properties
 // when the target properties use them): the plan's own observation keeps no
-// descriptions. A source whose observation failed leaves the enrollment held.
-func (r *Runner) planEnrollments(ctx context.Context, desired *config.Stack, doc *state.Document, world plan.World, changed map[string]bool) []plan.EnrollmentChange {
+// descriptions. The members the plan destroys are left out of the listing,
+// and the group wants what desired says, so the preview shows what apply's
+// sync after the groups change revokes. A source whose observation failed
+// leaves the enrollment held. Settings that changed (destroy_on_free,
+// sync_interval) make an in-place update.
+func (r *Runner) planEnrollments(ctx context.Context, desired *config.Stack, doc *state.Document, world plan.World, destroyed map[string]map[instance.ID]bool, changed map[string]bool) []plan.EnrollmentChange {
 	var out []plan.EnrollmentChange
 	for _, e := range desired.Enrollments {
 		c := plan.EnrollmentChange{Enrollment: e.Name, Action: plan.ActionNoOp}
@@ -40,23 +44,30 @@ func (r *Runner) planEnrollments(ctx context.Context, desired *config.Stack, doc
 		}
 		ctrl, err := r.enrollmentController(ctx, desired, e)
 		if err == nil {
-			var source []instance.Description
+			source := enrollment.Membership{Want: enrollment.WantOf(desired.Group(e.Source))}
 			known := world.Failed[e.Source] == nil
 			if g := desired.Group(e.Source); known && g != nil {
-				if source, err = r.describeGroup(ctx, desired.Name, g, enrollment.NeedsProperties(&e.Target)); err != nil {
+				var descs []instance.Description
+				if descs, err = r.describeGroup(ctx, desired.Name, g, enrollment.NeedsProperties(&e.Target)); err != nil {
 					known, err = false, nil
 				}
+				source.Instances = slices.DeleteFunc(descs, func(d instance.Description) bool { return destroyed[e.Source][d.ID] })
 			}
 			c.Changes, err = ctrl.Preview(ctx, source, known)
 		}
+		var stored *config.Enrollment
+		if doc.Stack != nil {
+			stored = doc.Stack.Enrollment(e.Name)
+		}
+		c.Changes.Settings = enrollment.SettingChanges(stored, e)
 		switch {
 		case err != nil:
 			c.Action, c.Error = plan.ActionUnknown, err.Error()
 		case freed(doc.Enrollments, e.Name):
 			c.Action = plan.ActionResume
-		case doc.Stack == nil || doc.Stack.Enrollment(e.Name) == nil:
+		case stored == nil:
 			c.Action = plan.ActionCreate
-		case c.Count() > 0:
+		case c.Count() > 0 || len(c.Changes.Settings) > 0:
 			c.Action = plan.ActionUpdate
 		}
 		out = append(out, c)

@@ -140,6 +140,10 @@ type groupOp struct {
 	cfg  *config.Group
 	rec  *recorder
 	ctrl *group.Controller
+
+	mu sync.Mutex
+	// created are the members the verb created.
+	created []instance.ID
 }
 
 // startGroupOp locks and reads the state; unlock must be called.
@@ -168,7 +172,15 @@ func (r *Runner) startGroupOp(ctx context.Context, op, name string) (*groupOp, f
 // ctx is the one the work runs under; a failed state write cancels it.
 func (o *groupOp) controller(ctx context.Context, cancel func(error)) error {
 	o.rec = newRecorder(o.r.store, o.doc, o.r.opts.StateWriteInterval, cancel, o.r.log)
-	ctrl, err := o.r.controllerFor(ctx, o.doc.Stack.Name, o.cfg, o.rec.record(o.cfg.Name))
+	record := o.rec.record(o.cfg.Name)
+	ctrl, err := o.r.controllerFor(ctx, o.doc.Stack.Name, o.cfg, func(rec group.Record) {
+		o.mu.Lock()
+		for _, m := range rec.Created {
+			o.created = append(o.created, m.ID)
+		}
+		o.mu.Unlock()
+		record(rec)
+	})
 	o.ctrl = ctrl
 	return err
 }

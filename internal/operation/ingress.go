@@ -23,15 +23,21 @@ import (
 // the ones that left the stack before any group is destroyed; the group
 // verbs (scale, destroy-instances, destroy) sync the ones that follow the
 // group once it has converged, so backends and authorizations are right
-// when the command returns, with or without a running watch.
+// when the command returns, with or without a running watch. Both first
+// wait for the members they created to run when an enrollment follows
+// their group (await.go). Plans preview them against the members as the
+// plan leaves them (less those it destroys).
 
 // ControllerResult counts what was done to load balancers and authorizers.
 type ControllerResult struct {
-	Published, Unpublished, Registered, Deregistered int
-	Authorized, Revoked                              int
+	// Published counts routes published, those republished (unpublished
+	// and published again with new settings) included; Republished counts
+	// those.
+	Published, Republished, Unpublished, Registered, Deregistered int
+	Authorized, Revoked                                           int
 	// Lines say, one per ingress load balancer or enrollment that changed,
-	// what was done ("ingress \"test.com\": lb1: 1 route published, 5
-	// backends registered").
+	// what was done ("ingress \"test.com\": lb1: 1 route published, 1
+	// route republished, 5 backends registered").
 	Lines []string
 }
 
@@ -42,11 +48,12 @@ func (c ControllerResult) Empty() bool {
 
 func (c *ControllerResult) addIngress(name string, chs []ingress.Changes) {
 	for _, ch := range chs {
-		pub := len(ch.Publish) + len(ch.Republish)
+		pub, repub := len(ch.Publish), len(ch.Republish)
 		unpub := len(ch.Unpublish)
 		reg := len(ch.Register) + len(ch.Readdress)
 		dereg := len(ch.Deregister)
-		c.Published += pub
+		c.Published += pub + repub
+		c.Republished += repub
 		c.Unpublished += unpub
 		c.Registered += reg
 		c.Deregistered += dereg
@@ -54,7 +61,8 @@ func (c *ControllerResult) addIngress(name string, chs []ingress.Changes) {
 		for _, x := range []struct {
 			n    int
 			noun string
-		}{{pub, "route%s published"}, {unpub, "route%s unpublished"}, {reg, "backend%s registered"}, {dereg, "backend%s deregistered"}} {
+		}{{pub, "route%s published"}, {repub, "route%s republished"}, {unpub, "route%s unpublished"},
+			{reg, "backend%s registered"}, {dereg, "backend%s deregistered"}} {
 			if x.n > 0 {
 				parts = append(parts, fmt.Sprintf("%d "+x.noun, x.n, pluralS(x.n)))
 			}
@@ -207,7 +215,8 @@ func freed(m map[string]*state.ControllerStatus, name string) bool {
 	return m[name] != nil && m[name].Freed
 }
 
-// planIngresses previews every ingress of desired and of the stored stack.
+// planIngresses previews every ingress of desired and of the stored stack,
+// with the members of world (less those the plan destroys).
 func (r *Runner) planIngresses(ctx context.Context, desired *config.Stack, doc *state.Document, world plan.World, changed map[string]bool) []plan.IngressChange {
 	var out []plan.IngressChange
 	for _, in := range desired.Ingresses {
@@ -265,13 +274,39 @@ func (r *Runner) planIngresses(ctx context.Context, desired *config.Stack, doc *
 	return out
 }
 
-// planControllers adds the ingress and enrollment previews to p.
+// planControllers adds the ingress and enrollment previews to p. They are
+// made against the members as the plan leaves them: those it destroys
+// (scale-down, destroyed groups) are left out, so their backends show as
+// deregistered and their authorizations as revoked. Members it creates have
+// no ID yet; the previews say that the followers follow the groups the plan
+// changes (FollowsGroups).
 func (r *Runner) planControllers(ctx context.Context, desired *config.Stack, doc *state.Document, world plan.World, p *plan.Plan) {
 	if doc == nil {
 		doc = state.NewDocument()
 	}
 	changed := p.ChangedGroups()
-	p.AddControllers(r.planIngresses(ctx, desired, doc, world, changed), r.planEnrollments(ctx, desired, doc, world, changed))
+	destroyed := plannedDestroys(p)
+	after := plan.World{Members: make(map[string][]group.Member, len(world.Members)), Failed: world.Failed}
+	for name, members := range world.Members {
+		after.Members[name] = slices.DeleteFunc(slices.Clone(members), func(m group.Member) bool { return destroyed[name][m.ID] })
+	}
+	p.AddControllers(r.planIngresses(ctx, desired, doc, after, changed), r.planEnrollments(ctx, desired, doc, after, destroyed, changed))
+}
+
+// plannedDestroys are the members p destroys, by group.
+func plannedDestroys(p *plan.Plan) map[string]map[instance.ID]bool {
+	out := map[string]map[instance.ID]bool{}
+	for _, gc := range p.Groups {
+		if !gc.Action.IsChange() || len(gc.Destroy) == 0 {
+			continue
+		}
+		ids := make(map[instance.ID]bool, len(gc.Destroy))
+		for _, d := range gc.Destroy {
+			ids[d.ID] = true
+		}
+		out[gc.Group] = ids
+	}
+	return out
 }
 
 // teardownControllers tears down the ingresses and enrollments the plan
@@ -330,7 +365,9 @@ func (r *Runner) teardownControllers(ctx context.Context, w *recorder, p *plan.P
 
 // syncControllers syncs every ingress and enrollment of the applied stack
 // once the groups are applied, resuming freed ones (apply resumes what
-// `free` stopped, as for groups).
+// `free` stopped, as for groups). The members the groups just created that
+// an enrollment follows are waited for until they run (see awaitRunning),
+// so that they are authorized when apply returns.
 func (r *Runner) syncControllers(ctx context.Context, w *recorder, p *plan.Plan, res *ApplyResult) []error {
 	st := p.Desired
 	if len(st.Ingresses) == 0 && len(st.Enrollments) == 0 || ctx.Err() != nil {
@@ -354,25 +391,54 @@ func (r *Runner) syncControllers(ctx context.Context, w *recorder, p *plan.Plan,
 	if stored == nil {
 		stored = st
 	}
-	return r.syncFollowing(ctx, stored, nil, func([]string) bool { return true }, &res.Controllers)
+	var created []string
+	for _, gc := range p.Groups {
+		if len(gc.Create) > 0 || len(gc.Roll) > 0 {
+			created = append(created, gc.Group)
+		}
+	}
+	await := pendingRecorded(w, enrolled(stored, nil, created))
+	return r.syncFollowing(ctx, stored, nil, Selection{All: true}, await, &res.Controllers)
+}
+
+// Selection picks ingresses and enrollments of a stack: every one (All),
+// those named, and those that follow one of Groups.
+type Selection struct {
+	All         bool
+	Groups      []string
+	Ingresses   []string
+	Enrollments []string
+}
+
+func (s Selection) picks(name string, named []string, groups []string) bool {
+	if s.All || slices.Contains(named, name) {
+		return true
+	}
+	for _, g := range groups {
+		if slices.Contains(s.Groups, g) {
+			return true
+		}
+	}
+	return false
 }
 
 // syncFollowing syncs the ingresses and enrollments of st that are not
-// freed in doc (nil: none is) and whose groups follows accepts, after one
-// observation of the groups they need.
-func (r *Runner) syncFollowing(ctx context.Context, st *config.Stack, doc *state.Document, follows func(groups []string) bool, res *ControllerResult) []error {
+// freed in doc (nil: none is) and that sel picks, after one observation of
+// the groups they need; members of await (by group) still pending are
+// waited for first (awaitRunning).
+func (r *Runner) syncFollowing(ctx context.Context, st *config.Stack, doc *state.Document, sel Selection, await map[string][]instance.ID, res *ControllerResult) []error {
 	var ins []*config.Ingress
 	var ens []*config.Enrollment
 	var names []string
 	withProps := map[string]bool{}
 	for _, in := range st.Ingresses {
-		if (doc == nil || !freed(doc.Ingresses, in.Name)) && follows(ingressGroups(in)) {
+		if (doc == nil || !freed(doc.Ingresses, in.Name)) && sel.picks(in.Name, sel.Ingresses, ingressGroups(in)) {
 			ins = append(ins, in)
 			names = append(names, ingressGroups(in)...)
 		}
 	}
 	for _, e := range st.Enrollments {
-		if (doc == nil || !freed(doc.Enrollments, e.Name)) && follows([]string{e.Source}) {
+		if (doc == nil || !freed(doc.Enrollments, e.Name)) && sel.picks(e.Name, sel.Enrollments, []string{e.Source}) {
 			ens = append(ens, e)
 			names = append(names, e.Source)
 			if enrollment.NeedsProperties(&e.Target) {
@@ -385,6 +451,9 @@ func (r *Runner) syncFollowing(ctx context.Context, st *config.Stack, doc *state
 	}
 	m := r.observeMembers(ctx, st, doc, names, withProps)
 	var errs []error
+	if err := r.awaitRunning(ctx, st, doc, &m, await, withProps); err != nil {
+		errs = append(errs, err)
+	}
 	for _, in := range ins {
 		if ctx.Err() != nil {
 			break
@@ -411,7 +480,8 @@ func (r *Runner) syncFollowing(ctx context.Context, st *config.Stack, doc *state
 			continue
 		}
 		_, bad := m.failed[e.Source]
-		done, err := ctrl.Sync(ctx, m.descs[e.Source], !bad)
+		source := enrollment.Membership{Instances: m.descs[e.Source], Want: enrollment.WantOf(st.Group(e.Source))}
+		done, err := ctrl.Sync(ctx, source, !bad)
 		res.addEnrollment(done)
 		if err != nil {
 			errs = append(errs, err)
@@ -431,6 +501,8 @@ func (r *Runner) syncFollowing(ctx context.Context, st *config.Stack, doc *state
 // resync returns what the group verbs pass their outcome through: once the
 // group has converged, the ingresses and enrollments that follow it are
 // synced (under the same state lock), and what they did is added to res.
+// Members the verb created are waited for until they run, when an
+// enrollment follows the group (see awaitRunning).
 func (o *groupOp) resync(ctx context.Context) func(*ApplyResult, error) (*ApplyResult, error) {
 	return func(res *ApplyResult, err error) (*ApplyResult, error) {
 		if ctx.Err() != nil || o.doc.Stack == nil {
@@ -440,7 +512,13 @@ func (o *groupOp) resync(ctx context.Context) func(*ApplyResult, error) (*ApplyR
 			res = &ApplyResult{}
 		}
 		name := o.cfg.Name
-		errs := o.r.syncFollowing(ctx, o.doc.Stack, o.doc, func(groups []string) bool { return slices.Contains(groups, name) }, &res.Controllers)
+		var await map[string][]instance.ID
+		o.mu.Lock()
+		if len(o.created) > 0 && len(enrolled(o.doc.Stack, o.doc, []string{name})) > 0 {
+			await = map[string][]instance.ID{name: slices.Clone(o.created)}
+		}
+		o.mu.Unlock()
+		errs := o.r.syncFollowing(ctx, o.doc.Stack, o.doc, Selection{Groups: []string{name}}, await, &res.Controllers)
 		return res, errors.Join(append([]error{err}, errs...)...)
 	}
 }
@@ -594,26 +672,15 @@ func (r *Runner) DestroyIngress(ctx context.Context, name string) (*ControllerRe
 }
 
 // SyncFollowers syncs the ingresses and enrollments of st that doc does not
-// mark freed and that follow one of groups (nil: all of them), after one
-// DescribeInstances per group they need, and returns what was done. It is
-// the pass `watch` can run every sync_interval and when a membership
-// changed; the caller holds the state lock.
-func (r *Runner) SyncFollowers(ctx context.Context, st *config.Stack, doc *state.Document, groups []string) (ControllerResult, error) {
+// mark freed and that sel picks, after one DescribeInstances per group they
+// need, and returns what was done. It is the sync `watch` runs for each
+// follower every sync_interval, and for the followers of a group when its
+// membership changed; the caller holds the state lock.
+func (r *Runner) SyncFollowers(ctx context.Context, st *config.Stack, doc *state.Document, sel Selection) (ControllerResult, error) {
 	var res ControllerResult
 	if st == nil {
 		return res, nil
 	}
-	follows := func(gs []string) bool {
-		if groups == nil {
-			return true
-		}
-		for _, g := range gs {
-			if slices.Contains(groups, g) {
-				return true
-			}
-		}
-		return false
-	}
-	errs := r.syncFollowing(ctx, st, doc, follows, &res)
+	errs := r.syncFollowing(ctx, st, doc, sel, nil, &res)
 	return res, errors.Join(errs...)
 }

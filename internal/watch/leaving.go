@@ -33,8 +33,11 @@ import (
 // it) does it before it ends.
 //
 // Only backends go early. An enrollment keeps its rule that a replacement
-// is authorized before the authorization it replaces is revoked, so the
-// authorizations of leaving members wait for that sync. And nothing is
+// is authorized before the authorization it replaces is revoked: a sync
+// revokes the authorization of a member that left only once the group runs
+// as many members as it wants again (for a pet, once a member with its
+// logical ID runs), in the sync that authorizes the replacement; until
+// then every sync holds it (enrollment.Diff's Deferred). And nothing is
 // taken out on a membership the pass does not trust: a pass whose listing
 // failed never gets here, and one the mass-failure brake holds (the
 // listing may be a provider's glitch) leaves the backends to the sync.

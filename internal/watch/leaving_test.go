@@ -15,7 +15,10 @@ import (
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/internal/tags"
 	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/loadbalancer"
+	"github.com/infrakit/infrakit/sdk/nfs"
 	"github.com/infrakit/infrakit/sdk/plugin"
 )
 
@@ -285,4 +288,185 @@ func TestRunningReplacementSynced(t *testing.T) {
 	})
 	eventually(t, 10*time.Second, "the backends equal to the members", func() bool { return slices.Equal(v.backends(), now) })
 	eventually(t, 20*time.Second, "the replacement authorized once running", func() bool { return slices.Equal(v.authorized(), now) })
+}
+
+// simulator starts a simulator client on w's store, killed when the test ends.
+func simulator(t *testing.T, w *workdir) *plugin.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sim, err := plugin.Start(ctx, plugin.ClientConfig{Name: "simulator", Path: filepath.Join(testBin, pluginhost.BinaryName("simulator")), Env: w.env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Kill)
+	return sim
+}
+
+// ingressSynced waits until a sync of the ingress has run since it was
+// called: it registers a stranger on lb1 behind watch's back and waits
+// until a sync takes it out again.
+func ingressSynced(t *testing.T, sim *plugin.Client, v *followersView) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := sim.LoadBalancer("lb1").RegisterBackends(ctx, []loadbalancer.Backend{{ID: "stranger"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a sync of the ingress taking the stranger out of lb1", func() bool {
+		return !slices.Contains(v.backends(), "stranger")
+	})
+}
+
+// A member that vanishes keeps its authorization until its replacement is
+// authorized, though syncs run every second and the replacement stays
+// pending for 3s: sampled all along, the enrollment authorizes the member
+// or its replacement, never neither.
+func TestReplacementAuthorizedBeforeVictimRevoked(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, followerStack)
+	w.apply()
+	v := newFollowersView(t, w)
+	ids := instanceIDs(w.instances())
+	opts := testOptions(w)
+	opts.HostEnv = append(slices.Clone(w.env), "INFRAKIT_SIMULATOR_PROVISION_DELAY=3s")
+	startSettled(t, w, opts, ids)
+
+	victim := ids[0]
+	if err := os.Remove(filepath.Join(w.instanceDir(), victim+".json")); err != nil {
+		t.Fatal(err)
+	}
+	heldWhilePending := false
+	var replacement string
+	eventually(t, 30*time.Second, "the replacement authorized", func() bool {
+		auth := v.authorized()
+		var fresh []string
+		for _, id := range auth {
+			if !slices.Contains(ids, id) {
+				fresh = append(fresh, id)
+			}
+		}
+		if !slices.Contains(auth, victim) && len(fresh) == 0 {
+			t.Fatalf("neither the vanished member %s nor a replacement is authorized: %v", victim, auth)
+		}
+		if len(fresh) > 0 {
+			replacement = fresh[0]
+			return true
+		}
+		now := instanceIDs(w.instances())
+		if len(now) == len(ids) && !slices.Contains(now, victim) {
+			heldWhilePending = true // the replacement exists, pending, and the victim is still authorized
+		}
+		return false
+	})
+	if !heldWhilePending {
+		t.Error("never saw the replacement pending while the vanished member was still authorized; the test did not test the rule")
+	}
+	eventually(t, 20*time.Second, "the vanished member's authorization revoked", func() bool {
+		return !slices.Contains(v.authorized(), victim)
+	})
+	if got := v.authorized(); len(got) != len(ids) || !slices.Contains(got, replacement) {
+		t.Fatalf("authorized %v, want the %d members with the replacement %s", got, len(ids), replacement)
+	}
+}
+
+// With no replacement possible (every Provision fails) the periodic syncs,
+// every second, keep the vanished member's authorization; scaling the group
+// down to what runs revokes it.
+func TestVanishedAuthorizationHeldBySyncs(t *testing.T) {
+	t.Parallel()
+	w := newWorkdir(t, followerStack)
+	w.apply()
+	v := newFollowersView(t, w)
+	ids := instanceIDs(w.instances())
+	opts := testOptions(w)
+	opts.HostEnv = append(slices.Clone(w.env), "INFRAKIT_SIMULATOR_FAILURE_RATE=1")
+	startSettled(t, w, opts, ids)
+	sim := simulator(t, w)
+
+	victim := ids[0]
+	if err := os.Remove(filepath.Join(w.instanceDir(), victim+".json")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the vanished member's backend deregistered", func() bool {
+		return slices.Equal(v.backends(), ids[1:])
+	})
+	ingressSynced(t, sim, v)
+	ingressSynced(t, sim, v) // two periodic syncs since
+	if got := v.authorized(); !slices.Equal(got, ids) {
+		t.Fatalf("authorized %v, want still %v: no replacement is authorized", got, ids)
+	}
+
+	w.editState(func(doc *state.Document) {
+		n := len(ids) - 1
+		doc.Stack.Group("web").Size = &n
+	})
+	eventually(t, 20*time.Second, "the vanished member's authorization revoked once the group wants no replacement", func() bool {
+		return slices.Equal(v.authorized(), ids[1:])
+	})
+}
+
+// Each follower syncs on its own sync_interval: the ingress every second,
+// the enrollment every hour, so a stray authorization of the enrollment
+// outlives several syncs of the ingress.
+func TestFollowersSyncOnTheirOwnInterval(t *testing.T) {
+	t.Parallel()
+	stack := strings.Replace(followerStack, "  }\n  sync_interval = \"1s\"\n}", "  }\n  sync_interval = \"1h\"\n}", 1)
+	if stack == followerStack {
+		t.Fatal("the enrollment's sync_interval was not found in followerStack")
+	}
+	w := newWorkdir(t, stack)
+	w.apply()
+	v := newFollowersView(t, w)
+	ids := instanceIDs(w.instances())
+	startSettled(t, w, testOptions(w), ids)
+	sim := simulator(t, w)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stray := nfs.Authorization{SourceID: "stray", Host: "stray",
+		Tags: map[string]string{tags.EnrollmentName: "nfs", tags.EnrollmentSourceID: "stray"}}
+	if _, err := sim.Authorizer("disk").Authorize(ctx, stray); err != nil {
+		t.Fatal(err)
+	}
+	ingressSynced(t, sim, v)
+	ingressSynced(t, sim, v)
+	if got := v.authorized(); !slices.Contains(got, "stray") {
+		t.Fatalf("authorized %v: the enrollment was synced at the ingress's interval", got)
+	}
+}
+
+// A sync covers every follower when full; otherwise those due and those
+// that follow a group whose membership changed.
+func TestFollowerSelection(t *testing.T) {
+	now := time.Now()
+	fs := []follower{
+		{kind: "ingress", name: "site", groups: []string{"web"}, every: time.Second},
+		{kind: "enrollment", name: "nfs", groups: []string{"db"}, every: time.Hour},
+		{kind: "ingress", name: "admin", groups: []string{"db"}, every: time.Minute},
+	}
+	next := map[string]time.Time{"ingress/site": now, "enrollment/nfs": now.Add(time.Hour), "ingress/admin": now.Add(time.Minute)}
+	sel, picked := selection(fs, next, nil, false, now)
+	if !slices.Equal(sel.Ingresses, []string{"site"}) || len(sel.Enrollments) != 0 || sel.All || len(picked) != 1 {
+		t.Errorf("due only: %+v", sel)
+	}
+	sel, picked = selection(fs, next, map[string]bool{"db": true}, false, now)
+	if !slices.Equal(sel.Ingresses, []string{"site", "admin"}) || !slices.Equal(sel.Enrollments, []string{"nfs"}) || len(picked) != 3 {
+		t.Errorf("due and following db: %+v", sel)
+	}
+	if sel, picked = selection(fs, next, nil, true, now); !sel.All || len(picked) != 3 {
+		t.Errorf("full: %+v", sel)
+	}
+	if got := nextDue(fs, next); !got.Equal(now) {
+		t.Errorf("nextDue = %v, want %v", got, now)
+	}
+	doc := &state.Document{Stack: &config.Stack{
+		Ingresses:   []*config.Ingress{{Name: "site", Rules: []config.Rule{{Groups: []string{"web"}}}}},
+		Enrollments: []*config.Enrollment{{Name: "nfs", Source: "db", SyncInterval: config.Duration(time.Minute)}, {Name: "freed", Source: "db"}},
+	}, Enrollments: map[string]*state.ControllerStatus{"freed": {Freed: true}}}
+	got := followersOf(doc)
+	if len(got) != 2 || got[0].key() != "ingress/site" || got[0].every != time.Duration(config.DefaultSyncInterval) ||
+		got[1].key() != "enrollment/nfs" || got[1].every != time.Minute {
+		t.Errorf("followersOf = %+v", got)
+	}
 }

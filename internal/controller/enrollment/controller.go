@@ -23,9 +23,10 @@ import (
 const DefaultParallelism = 10
 
 // Source lists the source group's instances (with properties when the
-// target properties use member.properties; see NeedsProperties). An error
-// means the membership is unknown, and nothing is changed.
-type Source func(ctx context.Context) ([]instance.Description, error)
+// target properties use member.properties; see NeedsProperties) and says
+// what the group wants. An error means the membership is unknown, and
+// nothing is changed.
+type Source func(ctx context.Context) (Membership, error)
 
 // Options configure a Controller. Zero values take the defaults.
 type Options struct {
@@ -196,15 +197,15 @@ func renderer(e *config.Enrollment, source []instance.Description) (func(group.M
 }
 
 // Preview returns what Sync would do now with this source, changing nothing.
-func (c *Controller) Preview(ctx context.Context, source []instance.Description, known bool) (Changes, error) {
+func (c *Controller) Preview(ctx context.Context, source Membership, known bool) (Changes, error) {
 	return c.preview(ctx, c.Enrollment(), source, known)
 }
 
-func (c *Controller) preview(ctx context.Context, e *config.Enrollment, source []instance.Description, known bool) (Changes, error) {
+func (c *Controller) preview(ctx context.Context, e *config.Enrollment, source Membership, known bool) (Changes, error) {
 	if !known {
 		return Changes{Enrollment: e.Name, Held: true}, nil
 	}
-	render, err := renderer(e, source)
+	render, err := renderer(e, source.Instances)
 	if err != nil {
 		return Changes{Enrollment: e.Name}, err
 	}
@@ -212,17 +213,19 @@ func (c *Controller) preview(ctx context.Context, e *config.Enrollment, source [
 	if err != nil {
 		return Changes{Enrollment: e.Name}, fmt.Errorf("enrollment %q: describe authorizations: %w", e.Name, err)
 	}
-	return Diff(e.Name, group.MembersFromDescriptions(source, nil), observed, render), nil
+	return Diff(e.Name, group.MembersFromDescriptions(source.Instances, nil), source.Want, observed, render), nil
 }
 
 // Sync is one pass: it lists the target's authorizations, diffs them against
-// source (the source group's instances as listed by its provider) and acts,
-// and returns what it did. With known false (the group could not be listed)
-// it changes nothing, and a freed controller does nothing. Failed calls are
-// left out of what it did and returned as one error after the rest is done;
-// members whose properties cannot be rendered are in Changes.Failed and in
-// the error.
-func (c *Controller) Sync(ctx context.Context, source []instance.Description, known bool) (Changes, error) {
+// source (the source group's instances as listed by its provider, and what
+// the group wants, which holds the authorizations of members that left
+// while their replacements start) and acts, and returns what it did (with
+// the held authorizations in Deferred). With known false (the group could
+// not be listed) it changes nothing, and a freed controller does nothing.
+// Failed calls are left out of what it did and returned as one error after
+// the rest is done; members whose properties cannot be rendered are in
+// Changes.Failed and in the error.
+func (c *Controller) Sync(ctx context.Context, source Membership, known bool) (Changes, error) {
 	c.acting.Lock()
 	defer c.acting.Unlock()
 	e := c.Enrollment()
@@ -270,7 +273,7 @@ var errNotStarted = errors.New("not started")
 // re-authorization is revoked only if its successor was made. When ctx ends
 // no call starts; if it ends while authorizing, nothing is revoked.
 func (c *Controller) act(ctx context.Context, name string, ch Changes) (Changes, error) {
-	done := Changes{Enrollment: name, Failed: ch.Failed, Held: ch.Held}
+	done := Changes{Enrollment: name, Deferred: ch.Deferred, Failed: ch.Failed, Held: ch.Held}
 
 	// Phase 1: authorize.
 	news := make([]nfs.Authorization, 0, len(ch.Authorize)+len(ch.Reauthorize))
@@ -413,21 +416,22 @@ func (c *Controller) enrollmentOf(spec controller.Spec) (*config.Enrollment, err
 	return &e, nil
 }
 
-// source asks Options.Source for the source group's instances.
-func (c *Controller) source(ctx context.Context, name string) ([]instance.Description, bool) {
+// source asks Options.Source for the source group's membership.
+func (c *Controller) source(ctx context.Context, name string) (Membership, bool) {
 	if c.opts.Source == nil {
-		return nil, false
+		return Membership{}, false
 	}
-	descs, err := c.opts.Source(ctx)
+	m, err := c.opts.Source(ctx)
 	if err != nil {
 		c.opts.Logger.Warn("source membership unknown; authorizations are left as they are", "enrollment", name, "error", err)
-		return nil, false
+		return Membership{}, false
 	}
-	return descs, true
+	return m, true
 }
 
 // Plan returns what Commit would do now: for Enforce the Diff against the
-// source from Options.Source (nothing when it is unknown); for Destroy the
+// source from Options.Source (nothing when it is unknown), with the settings
+// spec changes; for Destroy the
 // revocation of every authorization of the enrollment.
 func (c *Controller) Plan(ctx context.Context, op controller.Operation, spec controller.Spec) (controller.Change, error) {
 	ch := controller.Change{Kind: controller.KindEnrollment, Name: c.Name(), Operation: op}
@@ -440,6 +444,7 @@ func (c *Controller) Plan(ctx context.Context, op controller.Operation, spec con
 	case controller.Enforce:
 		source, known := c.source(ctx, e.Name)
 		changes, err = c.preview(ctx, e, source, known)
+		changes.Settings = SettingChanges(c.Enrollment(), e)
 	case controller.Destroy:
 		var observed []nfs.Authorization
 		if observed, err = c.auth.Describe(ctx); err != nil {

@@ -135,6 +135,18 @@ func authState(t *testing.T, a nfs.Authorizer) map[instance.ID][]string {
 	return out
 }
 
+// settled is a source group that wants as many members as it lists live
+// (pending or running): none is being replaced.
+func settled(descs []instance.Description) Membership {
+	n := 0
+	for _, d := range descs {
+		if d.State != instance.StateTerminating {
+			n++
+		}
+	}
+	return Membership{Instances: descs, Want: Want{Size: n}}
+}
+
 // checkFollows fails unless the enrollment holds exactly one authorization
 // per source instance, with host = its ID and the given iops.
 func checkFollows(t *testing.T, a nfs.Authorizer, source []instance.Description, iops int) {
@@ -170,7 +182,7 @@ func TestSyncFollowsMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 	cattle := provision(t, sim, "cattle", 10)
-	done, err := c.Sync(ctx, cattle, true)
+	done, err := c.Sync(ctx, settled(cattle), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +195,7 @@ func TestSyncFollowsMembership(t *testing.T) {
 	}
 
 	// Converged: nothing to do.
-	if done, err := c.Sync(ctx, cattle, true); err != nil || !done.Empty() {
+	if done, err := c.Sync(ctx, settled(cattle), true); err != nil || !done.Empty() {
 		t.Fatalf("second sync did %+v, %v", done, err)
 	}
 
@@ -197,7 +209,7 @@ func TestSyncFollowsMembership(t *testing.T) {
 	provision(t, sim, "cattle", 3)
 	cattle = describe(t, sim, "cattle")
 	rec.reset()
-	done, err = c.Sync(ctx, cattle, true)
+	done, err = c.Sync(ctx, settled(cattle), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +224,7 @@ func TestSyncFollowsMembership(t *testing.T) {
 	// The target properties change: every member is re-authorized, new first.
 	e := e2eEnrollment()
 	e.Target.Properties = `{ host = member.id, iops = 20 }`
-	c2, err := New(e, rec, Options{Source: func(context.Context) ([]instance.Description, error) { return cattle, nil }})
+	c2, err := New(e, rec, Options{Source: func(context.Context) (Membership, error) { return settled(cattle), nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +247,7 @@ func TestSyncFollowsMembership(t *testing.T) {
 	checkFollows(t, rec, cattle, 20)
 
 	// Unknown membership changes nothing, even with no members passed.
-	if done, err := c2.Sync(ctx, nil, false); err != nil || !done.Held || !done.Empty() {
+	if done, err := c2.Sync(ctx, Membership{}, false); err != nil || !done.Held || !done.Empty() {
 		t.Fatalf("sync with unknown membership did %+v, %v", done, err)
 	}
 	checkFollows(t, rec, cattle, 20)
@@ -288,7 +300,7 @@ func TestSyncRenderFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	cattle[1].Properties = json.RawMessage(`{"other":1}`)
-	done, err := c.Sync(ctx, cattle, true)
+	done, err := c.Sync(ctx, settled(cattle), true)
 	if err == nil || !strings.Contains(err.Error(), string(cattle[1].ID)) {
 		t.Fatalf("sync error %v, want one naming %s", err, cattle[1].ID)
 	}
@@ -307,7 +319,7 @@ func TestFree(t *testing.T) {
 	sim, _ := startSimulator(t)
 	auth := sim.Authorizer("disk")
 	cattle := provision(t, sim, "cattle", 3)
-	source := func(context.Context) ([]instance.Description, error) { return cattle, nil }
+	source := func(context.Context) (Membership, error) { return settled(cattle), nil }
 	c, err := New(e2eEnrollment(), auth, Options{Source: source})
 	if err != nil {
 		t.Fatal(err)
@@ -322,7 +334,7 @@ func TestFree(t *testing.T) {
 		t.Fatalf("free: %v", err)
 	}
 	checkFollows(t, auth, cattle, 10) // touched nothing
-	if done, err := c.Sync(ctx, nil, true); err != nil || !done.Empty() {
+	if done, err := c.Sync(ctx, Membership{}, true); err != nil || !done.Empty() {
 		t.Fatalf("a freed enrollment synced: %+v, %v", done, err)
 	}
 	checkFollows(t, auth, cattle, 10)
@@ -368,11 +380,11 @@ func TestSyncScale(t *testing.T) {
 		}
 		return out
 	}
-	if _, err := c.Sync(ctx, cattle(10), true); err != nil {
+	if _, err := c.Sync(ctx, settled(cattle(10)), true); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	done, err := c.Sync(ctx, cattle(1000), true)
+	done, err := c.Sync(ctx, settled(cattle(1000)), true)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +398,7 @@ func TestSyncScale(t *testing.T) {
 	if took > 4*time.Second && !raceEnabled {
 		t.Fatalf("10 → 1000 authorizations took %s", took)
 	}
-	done, err = c.Sync(ctx, cattle(10), true)
+	done, err = c.Sync(ctx, settled(cattle(10)), true)
 	if err != nil || len(done.Revoke) != 990 {
 		t.Fatalf("1000 → 10 revoked %d: %v", len(done.Revoke), err)
 	}
@@ -404,7 +416,7 @@ func TestSyncUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Sync(context.Background(), []instance.Description{{ID: "c1", State: instance.StateRunning}}, true)
+	_, err = c.Sync(context.Background(), settled([]instance.Description{{ID: "c1", State: instance.StateRunning}}), true)
 	if !errors.Is(err, plugin.ErrUnavailable) || !strings.Contains(err.Error(), `enrollment "nfs"`) {
 		t.Fatalf("sync against a dead provider: %v", err)
 	}

@@ -6,17 +6,20 @@ import (
 	"slices"
 
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/tags"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/nfs"
 )
 
 // Diff decides what the enrollment called name needs so that every running
 // member of source has exactly one up-to-date authorization and nothing else
-// of the enrollment's remains (see the package doc for the rules). observed
-// is what the target authorizer lists, the enrollment's and others';
-// render gives a member's target properties, and is called once per running
-// member. Its cost is linear in members and authorizations (plus sorting).
-func Diff(name string, source []group.Member, observed []nfs.Authorization,
+// of the enrollment's remains, except what is held for replacements that
+// want (what the source group wants) still awaits (see the package doc for
+// the rules). observed is what the target authorizer lists, the
+// enrollment's and others'; render gives a member's target properties, and
+// is called once per running member. Its cost is linear in members and
+// authorizations (plus sorting).
+func Diff(name string, source []group.Member, want Want, observed []nfs.Authorization,
 	render func(group.Member) (json.RawMessage, error)) Changes {
 	ch := Changes{Enrollment: name}
 	ours := map[instance.ID][]nfs.Authorization{}
@@ -31,18 +34,24 @@ func Diff(name string, source []group.Member, observed []nfs.Authorization,
 	}
 
 	handled := make(map[instance.ID]bool, len(source))
+	running := 0
+	runningPets := map[string]bool{}
 	for _, m := range source {
 		if m.ID == "" || handled[m.ID] {
 			continue
 		}
 		switch m.State {
 		case instance.StateRunning, "": // no state: taken as running, as group does
+			running++
+			if m.LogicalID != "" {
+				runningPets[m.LogicalID] = true
+			}
 		case instance.StatePending:
 			// Not authorized yet; what it has (if anything) stays.
 			handled[m.ID] = true
 			continue
 		default:
-			continue // terminating: its authorizations go
+			continue // terminating: it left, as if gone
 		}
 		handled[m.ID] = true
 		props, err := render(m)
@@ -50,14 +59,14 @@ func Diff(name string, source []group.Member, observed []nfs.Authorization,
 			ch.Failed = append(ch.Failed, RenderFailure{Member: m.ID, Err: err, Error: err.Error()})
 			continue
 		}
-		want := Authorization(name, m, props)
+		desired := Authorization(name, m, props)
 		have := ours[m.ID]
-		keep := slices.IndexFunc(have, func(a nfs.Authorization) bool { return UpToDate(a, want) })
+		keep := slices.IndexFunc(have, func(a nfs.Authorization) bool { return UpToDate(a, desired) })
 		switch {
 		case len(have) == 0:
-			ch.Authorize = append(ch.Authorize, want)
+			ch.Authorize = append(ch.Authorize, desired)
 		case keep < 0:
-			ch.Reauthorize = append(ch.Reauthorize, Replacement{Old: have[0], New: want})
+			ch.Reauthorize = append(ch.Reauthorize, Replacement{Old: have[0], New: desired})
 			keep = 0
 		}
 		for i, a := range have {
@@ -66,12 +75,23 @@ func Diff(name string, source []group.Member, observed []nfs.Authorization,
 			}
 		}
 	}
+	// Members that left: their authorizations are revoked, or the first
+	// (lowest ID) of each is held for their replacements.
+	var left []nfs.Authorization
 	for id, as := range ours {
-		if !handled[id] {
-			for _, a := range as {
-				ch.Revoke = append(ch.Revoke, Revocation{Authorization: a, Reason: ReasonMemberGone})
-			}
+		if handled[id] {
+			continue
 		}
+		left = append(left, as[0])
+		for _, a := range as[1:] {
+			ch.Revoke = append(ch.Revoke, Revocation{Authorization: a, Reason: ReasonMemberGone})
+		}
+	}
+	bySource(left)
+	var gone []nfs.Authorization
+	ch.Deferred, gone = held(left, want, running, runningPets)
+	for _, a := range gone {
+		ch.Revoke = append(ch.Revoke, Revocation{Authorization: a, Reason: ReasonMemberGone})
 	}
 
 	slices.SortFunc(ch.Authorize, func(a, b nfs.Authorization) int { return cmp.Compare(a.SourceID, b.SourceID) })
@@ -81,6 +101,50 @@ func Diff(name string, source []group.Member, observed []nfs.Authorization,
 	})
 	slices.SortFunc(ch.Failed, func(a, b RenderFailure) int { return cmp.Compare(a.Member, b.Member) })
 	return ch
+}
+
+// held splits the authorizations of members that left (one per member,
+// sorted by member) into those held for replacements the group still
+// awaits and those to revoke. running is how many members run, and runningPets the
+// logical IDs they have. A pet's authorization (tagged with its logical
+// ID) is held while want has the logical ID and no running member does,
+// one per logical ID, whatever the counts; of the others, the first are
+// held, as many as the group runs fewer members than it wants, less those
+// held for pets.
+func held(left []nfs.Authorization, want Want, running int, runningPets map[string]bool) (hold, revoke []nfs.Authorization) {
+	if len(left) == 0 {
+		return nil, nil
+	}
+	wanted := make(map[string]bool, len(want.LogicalIDs))
+	for _, l := range want.LogicalIDs {
+		wanted[l] = true
+	}
+	heldPets := map[string]bool{}
+	var untagged []nfs.Authorization
+	for _, a := range left {
+		l := a.Tags[tags.LogicalID]
+		switch {
+		case l == "":
+			untagged = append(untagged, a)
+		case wanted[l] && !runningPets[l] && !heldPets[l]:
+			heldPets[l] = true
+			hold = append(hold, a)
+		default:
+			revoke = append(revoke, a)
+		}
+	}
+	n := min(max(want.Size-running-len(heldPets), 0), len(untagged))
+	hold = append(hold, untagged[:n]...)
+	revoke = append(revoke, untagged[n:]...)
+	bySource(hold)
+	return hold, revoke
+}
+
+// bySource sorts authorizations by member, then ID.
+func bySource(as []nfs.Authorization) {
+	slices.SortFunc(as, func(a, b nfs.Authorization) int {
+		return cmp.Or(cmp.Compare(SourceOf(a), SourceOf(b)), cmp.Compare(a.ID, b.ID))
+	})
 }
 
 // Teardown is what revoking every authorization of the enrollment called

@@ -42,15 +42,36 @@ func authz(id, src, props string) nfs.Authorization {
 	return a
 }
 
+// pet is a member with a logical ID.
+func pet(id, logical string, st instance.State) group.Member {
+	return group.Member{ID: instance.ID(id), LogicalID: logical, State: st}
+}
+
+// petAuthz is an up-to-date authorization of enrollment "nfs" for pet src.
+func petAuthz(id, src, logical string) nfs.Authorization {
+	a := Authorization("nfs", pet(src, logical, running), json.RawMessage(`{"host":"`+src+`","iops":10}`))
+	a.ID = id
+	return a
+}
+
 func TestDiff(t *testing.T) {
 	const props = `{ host = member.id, iops = 10 }`
+	const (
+		c1 = `{"host":"c1","iops":10}`
+		c2 = `{"host":"c2","iops":10}`
+		c3 = `{"host":"c3","iops":10}`
+		c5 = `{"host":"c5","iops":10}`
+	)
 	foreign := nfs.Authorization{ID: "auth-f", SourceID: "c1", Host: "c1"}                                          // no enrollment tag
 	other := nfs.Authorization{ID: "auth-o", SourceID: "c9", Tags: map[string]string{tags.EnrollmentName: "other"}} // another enrollment's
 	tests := []struct {
 		name     string
 		source   []group.Member
 		observed []nfs.Authorization
-		want     Changes
+		// group is what the source group wants; nil: as many as it lists
+		// live (none is being replaced).
+		group *Want
+		want  Changes
 	}{
 		{
 			name:     "new running members are authorized; pending ones wait",
@@ -83,6 +104,99 @@ func TestDiff(t *testing.T) {
 				{Authorization: authz("a2", "c2", `{"host":"c2","iops":10}`), Reason: ReasonMemberGone},
 				{Authorization: authz("a3", "c3", `{"host":"c3","iops":10}`), Reason: ReasonMemberGone},
 			}},
+		},
+		{
+			name:     "a member gone while the group runs fewer than it wants: held",
+			source:   []group.Member{member("c1", running), member("c2", running)},
+			observed: []nfs.Authorization{authz("a1", "c1", c1), authz("a2", "c2", c2), authz("a3", "c3", c3)},
+			group:    &Want{Size: 3},
+			want:     Changes{Deferred: []nfs.Authorization{authz("a3", "c3", c3)}},
+		},
+		{
+			name:     "its replacement pending: still held",
+			source:   []group.Member{member("c1", running), member("c2", running), member("c4", pending), member("c3", terminating)},
+			observed: []nfs.Authorization{authz("a1", "c1", c1), authz("a2", "c2", c2), authz("a3", "c3", c3)},
+			group:    &Want{Size: 3},
+			want:     Changes{Deferred: []nfs.Authorization{authz("a3", "c3", c3)}},
+		},
+		{
+			name:     "its replacement running: authorized, and the held one revoked",
+			source:   []group.Member{member("c1", running), member("c2", running), member("c4", running)},
+			observed: []nfs.Authorization{authz("a1", "c1", c1), authz("a2", "c2", c2), authz("a3", "c3", c3)},
+			group:    &Want{Size: 3},
+			want: Changes{
+				Authorize: []nfs.Authorization{authz("", "c4", `{"host":"c4","iops":10}`)},
+				Revoke:    []Revocation{{Authorization: authz("a3", "c3", c3), Reason: ReasonMemberGone}},
+			},
+		},
+		{
+			name:     "two gone, one short: the first by member ID is held",
+			source:   []group.Member{member("c1", running), member("c2", running), member("c4", running)},
+			observed: []nfs.Authorization{authz("a5", "c5", c5), authz("a1", "c1", c1), authz("a2", "c2", c2), authz("a3", "c3", c3)},
+			group:    &Want{Size: 4},
+			want: Changes{
+				Authorize: []nfs.Authorization{authz("", "c4", `{"host":"c4","iops":10}`)},
+				Revoke:    []Revocation{{Authorization: authz("a5", "c5", c5), Reason: ReasonMemberGone}},
+				Deferred:  []nfs.Authorization{authz("a3", "c3", c3)},
+			},
+		},
+		{
+			name:     "scaled down to what runs: revoked",
+			source:   []group.Member{member("c1", running), member("c2", terminating)},
+			observed: []nfs.Authorization{authz("a1", "c1", c1), authz("a2", "c2", c2)},
+			group:    &Want{Size: 1},
+			want:     Changes{Revoke: []Revocation{{Authorization: authz("a2", "c2", c2), Reason: ReasonMemberGone}}},
+		},
+		{
+			name:     "destroyed: everything revoked",
+			source:   []group.Member{member("c1", terminating)},
+			observed: []nfs.Authorization{authz("a1", "c1", c1), authz("a2", "c2", c2)},
+			group:    &Want{},
+			want: Changes{Revoke: []Revocation{
+				{Authorization: authz("a1", "c1", c1), Reason: ReasonMemberGone},
+				{Authorization: authz("a2", "c2", c2), Reason: ReasonMemberGone},
+			}},
+		},
+		{
+			name: "pets: held until a running member has the logical ID",
+			source: []group.Member{
+				pet("x1", "p1", running), pet("x2b", "p2", pending), pet("x3", "p3", running), pet("x4", "p4", running),
+			},
+			observed: []nfs.Authorization{
+				petAuthz("a1", "x1", "p1"), petAuthz("a2", "x2", "p2"), // p2's replacement is pending: held
+				petAuthz("a3", "x3", "p3"), petAuthz("a5", "x5", "p5"), // p5 is no longer wanted: revoked
+				petAuthz("a9", "x9", "p1"), // p1 runs again as x1: revoked
+				petAuthz("a4", "x4", "p4"),
+			},
+			// p4 runs but is no longer wanted (the group destroys it next):
+			// the counts say nothing is short, the logical IDs that p2 is.
+			group: &Want{Size: 3, LogicalIDs: []string{"p1", "p2", "p3"}},
+			want: Changes{
+				Revoke: []Revocation{
+					{Authorization: petAuthz("a5", "x5", "p5"), Reason: ReasonMemberGone},
+					{Authorization: petAuthz("a9", "x9", "p1"), Reason: ReasonMemberGone},
+				},
+				Deferred: []nfs.Authorization{petAuthz("a2", "x2", "p2")},
+			},
+		},
+		{
+			name:     "pets: an authorization without the logical ID tag is held by count",
+			source:   []group.Member{pet("x1", "p1", running)},
+			observed: []nfs.Authorization{petAuthz("a1", "x1", "p1"), authz("a2", "x2", `{"host":"x2","iops":10}`), authz("a3", "x3", `{"host":"x3","iops":10}`)},
+			group:    &Want{Size: 3, LogicalIDs: []string{"p1", "p2", "p3"}},
+			want: Changes{Deferred: []nfs.Authorization{
+				authz("a2", "x2", `{"host":"x2","iops":10}`), authz("a3", "x3", `{"host":"x3","iops":10}`),
+			}},
+		},
+		{
+			name:     "pets: tagged holds count against the shortfall of untagged ones",
+			source:   []group.Member{pet("x1", "p1", running)},
+			observed: []nfs.Authorization{petAuthz("a1", "x1", "p1"), petAuthz("a2", "x2", "p2"), authz("a3", "x3", `{"host":"x3","iops":10}`), authz("a4", "x4", `{"host":"x4","iops":10}`)},
+			group:    &Want{Size: 3, LogicalIDs: []string{"p1", "p2", "p3"}},
+			want: Changes{
+				Revoke:   []Revocation{{Authorization: authz("a4", "x4", `{"host":"x4","iops":10}`), Reason: ReasonMemberGone}},
+				Deferred: []nfs.Authorization{petAuthz("a2", "x2", "p2"), authz("a3", "x3", `{"host":"x3","iops":10}`)},
+			},
 		},
 		{
 			name:     "changed properties: re-authorize",
@@ -125,12 +239,27 @@ func TestDiff(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.want.Enrollment = "nfs"
-			got := Diff("nfs", tt.source, tt.observed, e2eRender(t, props))
+			group := Want{Size: live(tt.source)}
+			if tt.group != nil {
+				group = *tt.group
+			}
+			got := Diff("nfs", tt.source, group, tt.observed, e2eRender(t, props))
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("Diff:\n got %+v\nwant %+v", got, tt.want)
 			}
 		})
 	}
+}
+
+// live counts the members that are pending or running.
+func live(source []group.Member) int {
+	n := 0
+	for _, m := range source {
+		if m.State != terminating {
+			n++
+		}
+	}
+	return n
 }
 
 func TestDiffRenderFailureKeepsWhatIsThere(t *testing.T) {
@@ -141,7 +270,7 @@ func TestDiffRenderFailureKeepsWhatIsThere(t *testing.T) {
 		}
 		return json.RawMessage(`{"host":"` + string(m.ID) + `"}`), nil
 	}
-	got := Diff("nfs", []group.Member{member("c1", running), member("c2", running)},
+	got := Diff("nfs", []group.Member{member("c1", running), member("c2", running)}, Want{Size: 2},
 		[]nfs.Authorization{authz("a1", "c1", `{"host":"old"}`)}, render)
 	if len(got.Failed) != 1 || got.Failed[0].Member != "c1" || !errors.Is(got.Failed[0].Err, boom) {
 		t.Fatalf("failed = %+v", got.Failed)
@@ -171,6 +300,13 @@ func TestAuthorization(t *testing.T) {
 		if a.SourceID != "c1" || a.Tags[tags.EnrollmentName] != "nfs" || a.Tags[tags.EnrollmentSourceID] != "c1" || a.ID != "" {
 			t.Errorf("%s: %+v", tt.props, a)
 		}
+		if _, ok := a.Tags[tags.LogicalID]; ok {
+			t.Errorf("%s: cattle's authorization has a logical ID: %+v", tt.props, a.Tags)
+		}
+	}
+	// A pet's carries its logical ID, which holds it for the pet's replacement.
+	if a := Authorization("nfs", pet("x1", "10.0.0.1", running), nil); a.Tags[tags.LogicalID] != "10.0.0.1" {
+		t.Errorf("a pet's authorization: %+v", a.Tags)
 	}
 }
 

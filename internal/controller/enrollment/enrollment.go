@@ -4,7 +4,8 @@
 // properties rendered from that member.
 //
 // Deciding and acting are apart. Diff is a pure function of the source
-// members, the authorizations the target lists and a render function; it
+// members, what the source group wants, the authorizations the target lists
+// and a render function; it
 // returns Changes, a value that can be planned, printed and tested without a
 // provider. The Controller observes, calls Diff and acts.
 //
@@ -15,8 +16,26 @@
 //     named by its tags.EnrollmentSourceID tag (or, without that tag, its
 //     SourceID). Authorizations without the name tag are never touched.
 //   - Running members are authorized. A pending member is not authorized yet,
-//     but an authorization it already has is kept as it is; members that are
-//     terminating or gone lose theirs.
+//     but an authorization it already has is kept as it is.
+//   - A replacement is authorized before the instance it replaces is
+//     revoked. The authorization of a member that left (gone from the
+//     listing, or terminating) is held while the group waits for a
+//     replacement, which Diff judges from what the group wants (Want: its
+//     size, or its logical IDs), and revoked once none is awaited; held
+//     ones are listed in Changes.Deferred. For a pet (its authorization
+//     carries the member's logical ID in a tags.LogicalID tag) that is
+//     while the group still wants the logical ID and no running member has
+//     it: one authorization per logical ID is held, and the pass that
+//     authorizes the running replacement revokes it. For cattle (and a
+//     pet's authorization made before the tag was set) as many are held as
+//     the group runs fewer members than it wants, less those held for
+//     pets: a group that wants 10 and runs 9 holds one, and the pass that
+//     authorizes its tenth running member revokes it. Which ones are held
+//     goes by member ID (the group does not say which new member replaces
+//     which), so passes hold the same ones. A group scaled down to what
+//     runs, or destroyed (it wants nothing), holds none; a group that
+//     cannot start replacements (a failing provider) holds them until it
+//     can, or until it is scaled down or destroyed.
 //   - An authorization's properties are the enrollment target's properties
 //     rendered for the member (see config.EnrollmentTarget.RenderProperties).
 //     Its Host, Volume and Options are read from the rendered properties
@@ -30,15 +49,19 @@
 //   - A member whose properties cannot be rendered keeps what it has; the
 //     error is reported in Changes.Failed.
 //   - Every authorize of a pass completes before any revoke starts, so a
-//     replacement member (or a re-authorization) is authorized before the
-//     authorization it replaces is revoked.
+//     replacement member that is running (or a re-authorization) is
+//     authorized before the authorization it replaces is revoked; across
+//     passes the holding rule above keeps that true while replacements
+//     start.
 package enrollment
 
 import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
 
+	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/tags"
 	"github.com/infrakit/infrakit/sdk/instance"
@@ -59,33 +82,41 @@ const (
 
 // Changes is what one enrollment needs (from Diff) or what was done (from the
 // Controller's acting methods). Lists are sorted by member ID, then ID.
+// Its JSON shape is MarshalJSON's.
 type Changes struct {
-	Enrollment string `json:"enrollment"`
+	Enrollment string
 	// Authorize are new authorizations, for running members that have none.
 	// Their IDs are empty in a Diff and set once authorized.
-	Authorize []nfs.Authorization `json:"authorize,omitempty"`
+	Authorize []nfs.Authorization
 	// Reauthorize are members whose authorization is out of date: New is
 	// authorized, then Old revoked.
-	Reauthorize []Replacement `json:"reauthorize,omitempty"`
+	Reauthorize []Replacement
 	// Revoke are authorizations to remove.
-	Revoke []Revocation `json:"revoke,omitempty"`
+	Revoke []Revocation
+	// Deferred are authorizations of members that left whose revocation
+	// waits for their replacements (see the package doc); nothing is done
+	// to them.
+	Deferred []nfs.Authorization
 	// Failed are members whose properties could not be rendered; what they
 	// have is left alone.
-	Failed []RenderFailure `json:"failed,omitempty"`
+	Failed []RenderFailure
 	// Held is set when the source membership was unknown, so nothing changed.
-	Held bool `json:"held,omitempty"`
+	Held bool
+	// Settings are changed attributes that need no call to the target (set
+	// by plans, not by Diff).
+	Settings []Setting
 }
 
 // Replacement is a member's out-of-date authorization and its successor.
 type Replacement struct {
-	Old nfs.Authorization `json:"old"`
-	New nfs.Authorization `json:"new"`
+	Old nfs.Authorization
+	New nfs.Authorization
 }
 
 // Revocation is an authorization to revoke and why.
 type Revocation struct {
-	Authorization nfs.Authorization `json:"authorization"`
-	Reason        string            `json:"reason"`
+	Authorization nfs.Authorization
+	Reason        string
 }
 
 // RenderFailure is a member whose target properties could not be rendered.
@@ -94,6 +125,42 @@ type RenderFailure struct {
 	Err    error       `json:"-"`
 	// Error is Err's text, for JSON.
 	Error string `json:"error"`
+}
+
+// Want is what the source group wants, which decides how long the
+// authorizations of members that left are held (see the package doc).
+type Want struct {
+	// Size is how many running members the group wants: its size, or its
+	// number of distinct logical IDs.
+	Size int `json:"size"`
+	// LogicalIDs are a pet group's logical IDs; nil for cattle.
+	LogicalIDs []string `json:"logical_ids,omitempty"`
+}
+
+// WantOf is what group g wants. A nil group (destroyed, or not in the
+// stack) wants nothing, so nothing of it is held.
+func WantOf(g *config.Group) Want {
+	if g == nil {
+		return Want{}
+	}
+	if g.Size != nil {
+		return Want{Size: max(*g.Size, 0)}
+	}
+	w := Want{}
+	for _, id := range g.LogicalIDs {
+		if !slices.Contains(w.LogicalIDs, id) {
+			w.LogicalIDs = append(w.LogicalIDs, id)
+		}
+	}
+	w.Size = len(w.LogicalIDs)
+	return w
+}
+
+// Membership is the source group as one observation saw it: its instances
+// as its provider lists them, and what it wants.
+type Membership struct {
+	Instances []instance.Description
+	Want      Want
 }
 
 // Empty reports whether there is nothing to do (or nothing was done).
@@ -116,12 +183,16 @@ func SourceOf(a nfs.Authorization) instance.ID {
 }
 
 // Authorization is the authorization an enrollment wants for a member, with
-// the member's rendered properties; its ID is empty.
+// the member's rendered properties; its ID is empty. A pet's carries its
+// logical ID in a tags.LogicalID tag.
 func Authorization(name string, m group.Member, properties json.RawMessage) nfs.Authorization {
 	a := nfs.Authorization{
 		SourceID:   m.ID,
 		Properties: properties,
 		Tags:       map[string]string{tags.EnrollmentName: name, tags.EnrollmentSourceID: string(m.ID)},
+	}
+	if m.LogicalID != "" {
+		a.Tags[tags.LogicalID] = m.LogicalID
 	}
 	var fields struct {
 		Host    any `json:"host"`

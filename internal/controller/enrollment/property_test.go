@@ -137,12 +137,26 @@ func oursBySource(s *simAuthorizer) map[instance.ID][]nfs.Authorization {
 	return out
 }
 
+// running counts the running members of source.
+func runningCount(source []group.Member) int {
+	n := 0
+	for _, m := range source {
+		if m.State == running {
+			n++
+		}
+	}
+	return n
+}
+
 // After both phases every running member has exactly one up-to-date
-// authorization, no other member gains one, foreign authorizations are
-// untouched, and a second diff is empty.
+// authorization; no other member gains one; the only other members that
+// keep theirs are the left ones Diff defers, at most as many as the group
+// runs fewer members than it wants; foreign authorizations are untouched;
+// and a second diff is empty.
 func TestPropertyConverges(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		source, render, sim := genSource(t), genRender(t), genObserved(t)
+		want := Want{Size: rapid.IntRange(0, 10).Draw(t, "want")}
 		foreignBefore := foreign(sim)
 		live := map[instance.ID]bool{}
 		for _, m := range source {
@@ -150,27 +164,134 @@ func TestPropertyConverges(t *testing.T) {
 				live[m.ID] = true
 			}
 		}
-		ch := Diff("nfs", source, sim.list(), render)
+		ch := Diff("nfs", source, want, sim.list(), render)
 		sim.authorize(ch)
 		sim.revoke(ch)
 
-		want := wanted(source, render)
+		deferred := map[instance.ID]bool{}
+		for _, a := range ch.Deferred {
+			deferred[SourceOf(a)] = true
+		}
+		if len(ch.Deferred) > max(want.Size-runningCount(source), 0) {
+			t.Fatalf("%d deferred, but the group runs %d of %d", len(ch.Deferred), runningCount(source), want.Size)
+		}
+		want2 := wanted(source, render)
 		ours := oursBySource(sim)
-		for id, w := range want {
+		for id, w := range want2 {
 			if len(ours[id]) != 1 || !UpToDate(ours[id][0], w) {
 				t.Fatalf("member %s has %+v, want one like %+v", id, ours[id], w)
 			}
 		}
 		for id := range ours {
-			if _, ok := want[id]; !ok && !live[id] {
-				t.Fatalf("%s is no live member but has %+v", id, ours[id])
+			if _, ok := want2[id]; !ok && !live[id] && !deferred[id] {
+				t.Fatalf("%s is no live member and not deferred but has %+v", id, ours[id])
 			}
 		}
 		if got := foreign(sim); !slices.EqualFunc(got, foreignBefore, func(a, b nfs.Authorization) bool { return a.ID == b.ID }) {
 			t.Fatalf("foreign authorizations changed: %v → %v", foreignBefore, got)
 		}
-		if again := Diff("nfs", source, sim.list(), render); !again.Empty() {
+		if again := Diff("nfs", source, want, sim.list(), render); !again.Empty() || len(again.Deferred) != len(ch.Deferred) {
 			t.Fatalf("diff after applying: %+v", again)
+		}
+	})
+}
+
+// The authorizations of members that left are held for their replacements:
+// after a pass, at least as many members are authorized as before, or as
+// the group wants, whichever is fewer; so while the group runs fewer
+// members than it wants, no member that left loses its authorization
+// unless the group's running members and those held already make up what
+// it wants. A group that runs what it wants (scaled down, or destroyed:
+// wants nothing) holds nothing.
+func TestPropertyHoldsForReplacements(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		source, sim := genSource(t), genObserved(t)
+		render := func(m group.Member) (json.RawMessage, error) {
+			return json.RawMessage(fmt.Sprintf(`{"host":%q,"iops":1}`, m.ID)), nil
+		}
+		want := Want{Size: rapid.IntRange(0, 10).Draw(t, "want")}
+		running := runningCount(source)
+		before := oursBySource(sim)
+		ch := Diff("nfs", source, want, sim.list(), render)
+		if running >= want.Size && len(ch.Deferred) > 0 {
+			t.Fatalf("the group runs %d of %d but %d authorizations are held", running, want.Size, len(ch.Deferred))
+		}
+		sim.authorize(ch)
+		sim.revoke(ch)
+		after := oursBySource(sim)
+		for id := range before {
+			if len(after[id]) == 0 && running+len(ch.Deferred) < want.Size {
+				t.Fatalf("member %s lost its authorization while the group runs %d of %d and holds only %d",
+					id, running, want.Size, len(ch.Deferred))
+			}
+		}
+		if len(after) < min(want.Size, len(before)) {
+			t.Fatalf("%d members authorized after the pass, %d before, the group wants %d", len(after), len(before), want.Size)
+		}
+	})
+}
+
+// A cattle group that keeps what it wants through members vanishing and
+// replacements starting (pending, then running) never has fewer members
+// authorized than it wants, pass after pass: each member that vanished
+// keeps its authorization until a replacement is authorized.
+func TestPropertyReplacementAuthorizedFirst(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		size := rapid.IntRange(1, 6).Draw(t, "size")
+		want := Want{Size: size}
+		render := func(m group.Member) (json.RawMessage, error) {
+			return json.RawMessage(fmt.Sprintf(`{"host":%q}`, m.ID)), nil
+		}
+		sim := &simAuthorizer{auths: map[string]nfs.Authorization{}}
+		next := 0
+		newMember := func(st instance.State) group.Member {
+			next++
+			return group.Member{ID: instance.ID(fmt.Sprintf("m%03d", next)), State: st}
+		}
+		var members []group.Member
+		for range size {
+			members = append(members, newMember(running))
+		}
+		pass := func() {
+			ch := Diff("nfs", members, want, sim.list(), render)
+			sim.authorize(ch)
+			sim.revoke(ch)
+		}
+		pass()
+		for step := range rapid.IntRange(1, 20).Draw(t, "steps") {
+			switch rapid.IntRange(0, 3).Draw(t, fmt.Sprintf("step[%d]", step)) {
+			case 0: // a member vanishes
+				if len(members) > 0 {
+					i := rapid.IntRange(0, len(members)-1).Draw(t, fmt.Sprintf("step[%d].gone", step))
+					members = slices.Delete(members, i, i+1)
+				}
+			case 1: // a member starts terminating
+				if len(members) > 0 {
+					i := rapid.IntRange(0, len(members)-1).Draw(t, fmt.Sprintf("step[%d].terminating", step))
+					members[i].State = terminating
+				}
+			case 2: // the group creates a replacement
+				live := 0
+				for _, m := range members {
+					if m.State != terminating {
+						live++
+					}
+				}
+				if live < size {
+					members = append(members, newMember(pending))
+				}
+			case 3: // a replacement runs
+				for i := range members {
+					if members[i].State == pending {
+						members[i].State = running
+						break
+					}
+				}
+			}
+			pass()
+			if n := len(oursBySource(sim)); n < size {
+				t.Fatalf("step %d: %d members authorized, the group wants %d (members %v)", step, n, size, members)
+			}
 		}
 	})
 }
@@ -192,7 +313,7 @@ func TestPropertyAuthorizeBeforeRevoke(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		source, render, sim := genSource(t), genRender(t), genObserved(t)
 		before := oursBySource(sim)
-		ch := Diff("nfs", source, sim.list(), render)
+		ch := Diff("nfs", source, Want{Size: rapid.IntRange(0, 10).Draw(t, "want")}, sim.list(), render)
 		sim.authorize(ch)
 		mid := oursBySource(sim)
 		for id, w := range wanted(source, render) {

@@ -7,10 +7,14 @@ import (
 )
 
 // Steps renders the changes as plan steps in the order the Controller takes
-// them: every authorize (new ones, then re-authorizations), then every revoke.
-// An authorize targets the member's instance ID; a revoke the authorization's ID.
+// them: every authorize (new ones, then re-authorizations), then every revoke,
+// after the settings updated. An authorize targets the member's instance ID;
+// a revoke the authorization's ID; an update the attribute.
 func (c Changes) Steps() []controller.Step {
 	var out []controller.Step
+	for _, s := range c.Settings {
+		out = append(out, controller.Step{Action: "update", Target: s.Attribute, Reason: s.Old + " -> " + s.New})
+	}
 	for _, a := range c.Authorize {
 		out = append(out, controller.Step{Action: "authorize", Target: string(a.SourceID), Reason: hostReason(a.Host)})
 	}

@@ -553,10 +553,7 @@ type BackendView struct {
 func ViewOf(o Observed) View {
 	v := View{LoadBalancer: o.LoadBalancer, Routes: make([]config.Route, 0, len(o.Routes)), Backends: make([]BackendView, 0, len(o.Backends))}
 	for _, r := range o.Routes {
-		v.Routes = append(v.Routes, config.Route{
-			LBPort: r.LoadBalancerPort, LBProtocol: r.LoadBalancerProtocol,
-			Port: r.Port, Protocol: r.Protocol, Certificate: r.Certificate,
-		})
+		v.Routes = append(v.Routes, RouteView(r))
 	}
 	for _, b := range o.Backends {
 		v.Backends = append(v.Backends, BackendView{ID: b.ID, Address: b.Address})

@@ -126,28 +126,28 @@ func DesiredLBs(in *config.Ingress) []DesiredLB {
 
 // Changes is what one load balancer needs (from Diff) or what was done to it
 // (from the Controller's acting methods). Lists are sorted: routes by lb
-// port, backends by ID.
+// port, backends by ID. Its JSON shape is MarshalJSON's.
 type Changes struct {
-	LoadBalancer string `json:"loadbalancer"`
+	LoadBalancer string
 	// Publish are routes to add.
-	Publish []loadbalancer.Route `json:"publish,omitempty"`
+	Publish []loadbalancer.Route
 	// Republish are routes whose settings changed: Old is unpublished, then
 	// New published on the same lb port.
-	Republish []RouteChange `json:"republish,omitempty"`
+	Republish []RouteChange
 	// Unpublish are routes to remove (as observed).
-	Unpublish []loadbalancer.Route `json:"unpublish,omitempty"`
+	Unpublish []loadbalancer.Route
 	// HealthCheck, when set, is configured after the routes change.
-	HealthCheck *loadbalancer.HealthCheck `json:"health_check,omitempty"`
+	HealthCheck *loadbalancer.HealthCheck
 	// Register are members to add as backends.
-	Register []loadbalancer.Backend `json:"register,omitempty"`
+	Register []loadbalancer.Backend
 	// Readdress are backends whose member's address changed: Old is
 	// deregistered, then New registered.
-	Readdress []BackendChange `json:"readdress,omitempty"`
+	Readdress []BackendChange
 	// Deregister are backends that are no members (as observed).
-	Deregister []loadbalancer.Backend `json:"deregister,omitempty"`
+	Deregister []loadbalancer.Backend
 	// BackendsHeld is set when the membership was unknown, so backends were
 	// left as they are.
-	BackendsHeld bool `json:"backends_held,omitempty"`
+	BackendsHeld bool
 }
 
 // RouteChange is a route republished with new settings on the same lb port.

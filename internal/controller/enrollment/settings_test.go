@@ -1,0 +1,36 @@
+package enrollment
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/infrakit/infrakit/internal/config"
+)
+
+// destroy_on_free and sync_interval alone are settings a plan shows as an
+// in-place update; an unset sync interval is the default.
+func TestSettingChanges(t *testing.T) {
+	old := e2eEnrollment()
+	if got := SettingChanges(old, e2eEnrollment()); got != nil {
+		t.Fatalf("no change: %+v", got)
+	}
+	changed := e2eEnrollment()
+	changed.DestroyOnFree = true
+	changed.SyncInterval = config.Duration(time.Minute)
+	want := []Setting{{Attribute: "destroy_on_free", Old: "false", New: "true"}, {Attribute: "sync_interval", Old: "5s", New: "1m0s"}}
+	if got := SettingChanges(old, changed); !reflect.DeepEqual(got, want) {
+		t.Fatalf("SettingChanges = %+v, want %+v", got, want)
+	}
+	unset := e2eEnrollment()
+	unset.SyncInterval = 0
+	defaulted := e2eEnrollment()
+	defaulted.SyncInterval = config.DefaultSyncInterval
+	if got := SettingChanges(defaulted, unset); got != nil {
+		t.Fatalf("an unset sync interval is the default: %+v", got)
+	}
+	steps := Changes{Settings: want[:1]}.Steps()
+	if len(steps) != 1 || steps[0].String() != "update destroy_on_free (false -> true)" {
+		t.Fatalf("steps %+v", steps)
+	}
+}
