@@ -166,7 +166,9 @@ type applyJSON struct {
 	Failed    []failureJSON `json:"failed"`
 	Error     string        `json:"error,omitempty"`
 	// Load balancer and authorization changes (ingresses, enrollments).
+	// Published includes the republished routes, which Republished counts.
 	Published    int `json:"routes_published,omitempty"`
+	Republished  int `json:"routes_republished,omitempty"`
 	Unpublished  int `json:"routes_unpublished,omitempty"`
 	Registered   int `json:"backends_registered,omitempty"`
 	Deregistered int `json:"backends_deregistered,omitempty"`
@@ -202,7 +204,7 @@ func (m *Meta) reportApply(verb string, p *plan.Plan, res *operation.ApplyResult
 		out := applyJSON{Stack: p.Stack, Changes: p.HasChanges(), Added: res.Created, Rolled: res.Rolled,
 			Destroyed: res.Destroyed, Failed: []failureJSON{}}
 		cr := res.Controllers
-		out.Published, out.Unpublished, out.Registered = cr.Published, cr.Unpublished, cr.Registered
+		out.Published, out.Republished, out.Unpublished, out.Registered = cr.Published, cr.Republished, cr.Unpublished, cr.Registered
 		out.Deregistered, out.Authorized, out.Revoked = cr.Deregistered, cr.Authorized, cr.Revoked
 		for _, f := range res.Failed {
 			out.Failed = append(out.Failed, failureJSON{Group: f.Group, ID: string(f.ID), Error: f.Err.Error()})
@@ -358,6 +360,8 @@ func progressVerb(ev operation.Progress) string {
 		return "Creating instance..."
 	case "destroy":
 		return fmt.Sprintf("Destroying instance %s...", ev.ID)
+	case operation.ActionWait:
+		return "Waiting for new instances to run..."
 	}
 	return ev.Action + "..."
 }
@@ -437,7 +441,11 @@ func (m *Meta) reportControllers(p *plan.Plan, cr operation.ControllerResult) st
 // controllerCounts is "; 3 routes published, 15 backends registered, 10
 // authorizations", with removals added when there are any.
 func controllerCounts(cr operation.ControllerResult) string {
-	s := fmt.Sprintf("; %s published, %s registered, %s", countOf(cr.Published, "route"),
+	routes := countOf(cr.Published-cr.Republished, "route") + " published"
+	if cr.Republished > 0 {
+		routes += fmt.Sprintf(", %d republished", cr.Republished)
+	}
+	s := fmt.Sprintf("; %s, %s registered, %s", routes,
 		countOf(cr.Registered, "backend"), countOf(cr.Authorized, "authorization"))
 	if cr.Unpublished+cr.Deregistered+cr.Revoked > 0 {
 		s += fmt.Sprintf("; %d unpublished, %d deregistered, %d revoked", cr.Unpublished, cr.Deregistered, cr.Revoked)

@@ -154,7 +154,7 @@ func StackFiles(dir string) ([]string, error) {
 }
 
 // StateFile is the local state's file name in a stack's directory
-// (operation.StateFile). It is JSON but never a specification: Load does
+// (operation.StateFile names it for the runner). It is JSON but never a specification: Load does
 // not read it, its .backup, or the temporary files its writer leaves
 // (StateFile + ".tmp-*"), whatever they hold, so that a damaged state is
 // refused by the state backend, with its own message, and not reported

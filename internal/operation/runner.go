@@ -23,8 +23,9 @@ import (
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
-// StateFile is the local state's file name in the working directory.
-const StateFile = "infrakit.state.json"
+// StateFile is the local state's file name in the working directory,
+// named once in config, whose loader must never read it as a stack file.
+const StateFile = config.StateFile
 
 // Defaults of Options.
 const (

@@ -78,7 +78,9 @@ func (c EnrollmentChange) IsChange() bool {
 	if c.Action == ActionDestroy || c.Action == ActionResume || c.Action == ActionCreate {
 		return true
 	}
-	return c.Action.IsChange() && c.Count() > 0
+	// A changed setting (destroy_on_free, sync_interval) alone is a change:
+	// apply stores it, though no authorization moves.
+	return c.Action.IsChange() && (c.Count() > 0 || len(c.Changes.Settings) > 0)
 }
 
 // ChangedGroups are the groups whose membership this plan changes, by name.
@@ -193,6 +195,9 @@ func (r *human) enrollment(c EnrollmentChange) {
 	r.printf("  # enrollment.%s %s\n", c.Enrollment, what)
 	r.printf("%s enrollment %q {\n", r.sym(sym), c.Enrollment)
 	ch := c.Changes
+	for _, st := range ch.Settings {
+		r.attr("~", "%s = %s -> %s", st.Attribute, st.Old, st.New)
+	}
 	if n := len(ch.Authorize); n > 0 {
 		r.attr("+", "%s", plural(n, "authorization"))
 	}
@@ -204,6 +209,9 @@ func (r *human) enrollment(c EnrollmentChange) {
 	}
 	if n := len(ch.Failed); n > 0 {
 		r.printf("      # %s cannot be rendered and keep what they have\n", plural(n, "member"))
+	}
+	if n := len(ch.Deferred); n > 0 {
+		r.printf("      # %s of members that left kept until their replacements run\n", plural(n, "authorization"))
 	}
 	if len(c.FollowsGroups) > 0 {
 		r.printf("      # authorizations follow the members of %s, made once this apply has changed %s\n",

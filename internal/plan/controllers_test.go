@@ -54,6 +54,16 @@ func TestControllersCountAndRender(t *testing.T) {
 			human:   []string{"+ 2 backends on lb1", "- 1 backend on lb1", "+ 1 authorization", "- 1 authorization revoked"},
 		},
 		{
+			name: "a setting alone is a change; kept authorizations are said",
+			enrollments: []EnrollmentChange{{Enrollment: "nfs", Action: ActionUpdate,
+				Changes: enrollment.Changes{
+					Settings: []enrollment.Setting{{Attribute: "destroy_on_free", Old: "false", New: "true"}},
+					Deferred: []nfs.Authorization{{ID: "a-0", SourceID: "i-0"}}}}},
+			changes: true,
+			human: []string{`~ enrollment "nfs"`, "~ destroy_on_free = false -> true",
+				"1 authorization of members that left kept until their replacements run"},
+		},
+		{
 			name:        "free and unknown change nothing",
 			ingresses:   []IngressChange{{Ingress: "gone", Action: ActionFree}, {Ingress: "web", Action: ActionUnknown, Error: "lb down"}},
 			enrollments: []EnrollmentChange{{Enrollment: "nfs", Action: ActionFree}},

@@ -40,7 +40,7 @@ func Load(r io.Reader) (*Plan, error) {
 	case p.FormatVersion > FormatVersion:
 		return nil, fmt.Errorf("load plan: the plan file has format %d, newer than this infrakit reads (%d): apply it with the infrakit that made it", p.FormatVersion, FormatVersion)
 	case p.FormatVersion < FormatVersion:
-		return nil, fmt.Errorf("load plan: unsupported plan file format %d", p.FormatVersion)
+		return nil, fmt.Errorf("load plan: the plan file has format %d, older than this infrakit reads (%d): make the plan again with infrakit plan -out", p.FormatVersion, FormatVersion)
 	case p.Desired == nil:
 		return nil, errors.New("load plan: the plan file holds no desired stack")
 	}

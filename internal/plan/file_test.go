@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 		t.Errorf("round trip changed the plan:\n  %+v\n  %+v", back, p)
 	}
 	// The file is JSON with stable field names.
-	for _, want := range []string{`"format_version":1`, `"state_lineage":"`, `"state_serial":7`, `"desired":{`, `"action":"roll"`, `"reason":"scale-down"`} {
+	for _, want := range []string{fmt.Sprintf(`"format_version":%d`, FormatVersion), `"state_lineage":"`, `"state_serial":7`, `"desired":{`, `"action":"roll"`, `"reason":"scale-down"`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("plan file lacks %s", want)
 		}
@@ -38,9 +39,9 @@ func TestLoadRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, file, want string }{
 		{"garbage", "not json", "not a plan file"},
 		{"state file", `{"version":1,"serial":3,"lineage":"x"}`, "no format_version"},
-		{"newer format", `{"format_version":2,"desired":{}}`, "newer than this infrakit reads"},
-		{"older format", `{"format_version":-1,"desired":{}}`, "unsupported plan file format"},
-		{"no stack", `{"format_version":1}`, "no desired stack"},
+		{"newer format", fmt.Sprintf(`{"format_version":%d,"desired":{}}`, FormatVersion+1), "newer than this infrakit reads"},
+		{"older format", fmt.Sprintf(`{"format_version":%d,"desired":{}}`, FormatVersion-1), "older than this infrakit reads"},
+		{"no stack", fmt.Sprintf(`{"format_version":%d}`, FormatVersion), "no desired stack"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(strings.NewReader(tc.file))

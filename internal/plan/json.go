@@ -10,12 +10,12 @@ import (
 // JSONFormatVersion versions the shape RenderJSON writes. The minor number
 // grows when fields are added; the major one when a field changes meaning
 // or goes away.
-const JSONFormatVersion = "1.1"
+const JSONFormatVersion = "2.0"
 
 // JSONPlan is the machine-readable plan (`plan -json`), one JSON object:
 //
 //	{
-//	  "format_version": "1.0",
+//	  "format_version": "2.0",
 //	  "stack": "mystack",
 //	  "changes": true,
 //	  "groups": [

@@ -34,7 +34,7 @@ import (
 )
 
 // FormatVersion is the version of the plan file this build writes and reads.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // Action is what a plan does to one group.
 type Action string
