@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
@@ -80,6 +81,12 @@ func TestFlavorHealthyAll(t *testing.T) {
 		setHealth(ids[0], "compute", "unhealthy")
 		setHealth(ids[1], "compute", "unknown")
 		edit(ids[2], "compute", `{"health": `)
+		// Broken for good, not being rewritten: its last write is older
+		// than the store's rewrite window.
+		old := time.Now().Add(-time.Minute)
+		if err := os.Chtimes(filepath.Join(dir, "instances", "compute", string(ids[2])+".json"), old, old); err != nil {
+			t.Fatal(err)
+		}
 		edit(ids[3], "compute", "")
 		setHealth(netID, "net", "unhealthy")
 		hs, err := f.HealthyAll(ctx, nil, batch)

@@ -402,5 +402,18 @@ func TestCacheKeepsLastValueWhileRewritten(t *testing.T) {
 		if objs := list("rewritten"); len(objs) != 1 || objs[0].Value.N != 2 {
 			t.Fatalf("after the rewrite the listing is %+v, want {N:2}", objs)
 		}
+		// A file that stays broken past the rewrite window is corrupt, and
+		// left out like any other, though nothing touched it since (no
+		// inotify event).
+		if err := os.WriteFile(path, []byte(`{"n": `), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if objs := list("broken again"); len(objs) != 1 || objs[0].Value.N != 2 {
+			t.Fatalf("just after it broke the listing is %+v, want the last value {N:2}", objs)
+		}
+		time.Sleep(rewriteWindow + 100*time.Millisecond)
+		if objs := list("broken past the window"); len(objs) != 0 {
+			t.Fatalf("a file broken for longer than the rewrite window is listed: %+v", objs)
+		}
 	})
 }

@@ -47,6 +47,25 @@ type cached[T any] struct {
 	version version
 	value   T
 	corrupt bool // warned about once per version, not once per listing
+	// kept: the file stopped parsing less than rewriteWindow after it was
+	// written, so it is taken for a rewrite in progress and value is the
+	// last good one (see readCached).
+	kept bool
+}
+
+// rewriteWindow is how long after its last write a file that does not
+// parse, but did before, is taken for one being rewritten in place (opened
+// with O_TRUNC, then written, as editors and os.WriteFile do): it reads
+// empty or half-written for a moment, and inotify reports the truncation at
+// once. Meanwhile its last good value stands, so that a listing does not
+// lose an object, which its watchers would take for a vanished instance, to
+// a write in progress. A file still broken after the window is corrupt.
+const rewriteWindow = time.Second
+
+// settled reports whether the file version was written rewriteWindow ago
+// or longer.
+func settled(v version) bool {
+	return time.Since(time.Unix(0, v.mtime)) >= rewriteWindow
 }
 
 // snapshot is one complete listing of a collection. It is never modified
@@ -61,6 +80,9 @@ type snapshot[T any] struct {
 	// gen changes whenever the listing does.
 	gen        uint64
 	collection string
+	// kept names the files whose entry is kept (cached.kept): each
+	// listing looks at them again until they parse or settle as corrupt.
+	kept []string
 }
 
 // RescanEvery is how often a Cache that follows its directory with inotify
@@ -215,6 +237,12 @@ func (c *Cache[T]) refresh(ctx context.Context, s *Store, collection string) (*s
 	if c.watch != nil {
 		changed, ok := c.watch.drain()
 		if ok && old != nil && now.Sub(c.fullAt) < rescanEvery {
+			for _, name := range old.kept {
+				if changed == nil {
+					changed = map[string]struct{}{}
+				}
+				changed[name] = struct{}{}
+			}
 			if len(changed) == 0 {
 				return old, nil
 			}
@@ -298,7 +326,7 @@ func (c *Cache[T]) apply(ctx context.Context, s *Store, collection string, old *
 		case !had:
 			files[name] = r
 			added = true
-		case r.version != p.version || r.corrupt != p.corrupt:
+		case r.version != p.version || r.corrupt != p.corrupt || r.kept != p.kept:
 			files[name] = r
 			modified = true
 		}
@@ -319,8 +347,12 @@ func (c *Cache[T]) apply(ctx context.Context, s *Store, collection string, old *
 func newSnapshot[T any](names []string, files map[string]cached[T], gen uint64) *snapshot[T] {
 	snap := &snapshot[T]{objs: make([]Object[T], 0, len(names)), names: names, files: files, gen: gen}
 	for _, n := range names {
-		if r := files[n]; !r.corrupt {
+		r := files[n]
+		if !r.corrupt {
 			snap.objs = append(snap.objs, Object[T]{Name: n, Value: r.value})
+		}
+		if r.kept {
+			snap.kept = append(snap.kept, n)
 		}
 	}
 	return snap
@@ -332,7 +364,7 @@ func sameListing[T any](a, b *snapshot[T]) bool {
 		return false
 	}
 	for n, r := range a.files {
-		if q := b.files[n]; q.version != r.version || q.corrupt != r.corrupt {
+		if q := b.files[n]; q.version != r.version || q.corrupt != r.corrupt || q.kept != r.kept {
 			return false
 		}
 	}
@@ -410,7 +442,7 @@ func readCached[T any](s *Store, dirfd int, key Key, prev map[string]cached[T]) 
 		if err != nil {
 			return r, false, fmt.Errorf("store: stat %s: %w", key, err)
 		}
-		if versionOf(&st) == p.version {
+		if versionOf(&st) == p.version && !(p.kept && settled(p.version)) {
 			return p, true, nil
 		}
 	}
@@ -427,15 +459,10 @@ func readCached[T any](s *Store, dirfd int, key Key, prev map[string]cached[T]) 
 		r.value, err = decodeObject[T](s, key, b)
 	}
 	if err != nil {
-		// A file rewritten in place (opened with O_TRUNC, then written, as
-		// editors and os.WriteFile do) reads empty or half-written for a
-		// moment, and inotify reports the truncation at once. Until it parses
-		// again the last good value stands: a listing must not lose an
-		// object, which its watchers would take for a vanished instance, to
-		// a write in progress.
-		if p, hit := prev[key.Name]; hit && !p.corrupt && r.version != (version{}) {
+		// Being rewritten in place, perhaps (rewriteWindow).
+		if p, hit := prev[key.Name]; hit && !p.corrupt && r.version != (version{}) && !settled(r.version) {
 			s.log.Debug("object file does not parse (being rewritten?); keeping its last value", "path", s.Path(key), "error", err)
-			return cached[T]{version: r.version, value: p.value}, true, nil
+			return cached[T]{version: r.version, value: p.value, kept: true}, true, nil
 		}
 		r.corrupt = true
 		s.log.Warn("skipping corrupt object file", "path", s.Path(key), "error", err)
@@ -462,7 +489,7 @@ func GetCached[T any](s *Store, key Key, c *Cache[T]) (T, error) {
 			case errors.Is(err, fs.ErrNotExist):
 				var zero T
 				return zero, fmt.Errorf("%s: %w", key, ErrNotFound)
-			case err == nil && versionOf(&st) == p.version && !p.corrupt:
+			case err == nil && versionOf(&st) == p.version && !p.corrupt && !(p.kept && settled(p.version)):
 				return p.value, nil
 			}
 		}
