@@ -83,6 +83,12 @@ func BuildWebImage(ctx context.Context, c *engine.Client, tag string) error {
 	if err != nil {
 		return err
 	}
+	// Test packages run in parallel and build the same bytes, which would
+	// make the same image: one package removing its tag at the end could
+	// then delete the image another is in the middle of tagging. A label
+	// naming this build makes each package's image its own (the layers are
+	// still shared).
+	dockerfile = fmt.Appendf(dockerfile, "\nLABEL infrakit.test.build=%q\n", fmt.Sprintf("%s-%d", tag, os.Getpid()))
 	return c.ImageBuild(ctx, tag, []engine.File{
 		{Name: "Dockerfile", Mode: 0o644, Data: dockerfile},
 		{Name: "webserver", Mode: 0o755, Data: binary},
