@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,12 +10,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
+	"github.com/infrakit/infrakit/internal/syncbuf"
 )
 
 // Issue 8's failover targets, for the lease TTL of haStack.
@@ -139,7 +138,7 @@ type haWatch struct {
 	dir    string
 	cmd    *exec.Cmd
 	addr   string
-	out    *haBuffer // stdout and stderr
+	out    *syncbuf.Buffer // stdout and stderr
 	exited chan struct{}
 }
 
@@ -153,7 +152,7 @@ func (h *haBench) start(dir string) *haWatch {
 	cmd := exec.Command(filepath.Join(h.bin, "infrakit"), "watch", "-listen", "127.0.0.1:0")
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), "INFRAKIT_SIMULATOR_DIR="+h.simDir)
-	w := &haWatch{dir: dir, cmd: cmd, out: new(haBuffer), exited: make(chan struct{})}
+	w := &haWatch{dir: dir, cmd: cmd, out: new(syncbuf.Buffer), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w.out, w.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -316,22 +315,4 @@ func (s haSeries) report(b *strings.Builder, what string, target time.Duration, 
 	fmt.Fprintf(b, "  median: %-8s target %s %s  %s\n", ms(median), cmp, target, verdict(ok(median)))
 	fmt.Fprintf(b, "  p99:    %-8s target %s %s  %s (the slowest of %d)\n", ms(p99), cmp, target, verdict(ok(p99)), len(lat))
 	fmt.Fprintf(b, "  all:    %s\n", joinMS(s.lat))
-}
-
-// haBuffer collects a process's output while the bench reads it.
-type haBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *haBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *haBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,14 +1,12 @@
 package command
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,39 +14,22 @@ import (
 
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/internal/syncbuf"
 )
 
 func watchCmd(m Meta) cli.Command      { return &WatchCommand{Meta: m} }
 func stopUpdateCmd(m Meta) cli.Command { return &GroupStopUpdateCommand{Meta: m} }
 
-// lockedBuffer is a buffer a running command writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // backgroundWatch runs `infrakit watch` in-process until stop.
 type backgroundWatch struct {
-	stdout, stderr *lockedBuffer
+	stdout, stderr *syncbuf.Buffer
 	stop           context.CancelFunc
 	code           chan int
 }
 
 func startWatch(t *testing.T, wd string, args ...string) *backgroundWatch {
 	t.Helper()
-	b := &backgroundWatch{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, code: make(chan int, 1)}
+	b := &backgroundWatch{stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, code: make(chan int, 1)}
 	m := NewMeta(wd, strings.NewReader(""), b.stdout, b.stderr)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.ShutdownCtx = ctx

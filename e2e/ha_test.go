@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
+	"github.com/infrakit/infrakit/internal/syncbuf"
 )
 
 // The HA tests of issue 8 on one machine: a real etcd server process (from
@@ -41,7 +42,7 @@ type etcdProc struct {
 	client, peer      url.URL
 	cmd               *exec.Cmd
 	exited            chan struct{}
-	out               *syncBuffer
+	out               *syncbuf.Buffer
 	stopped           bool
 	started, stopping time.Time
 }
@@ -85,7 +86,7 @@ func (e *etcdProc) start() {
 		"--election-timeout", "200",
 		"--log-level", "warn",
 	)
-	e.out = &syncBuffer{}
+	e.out = &syncbuf.Buffer{}
 	e.cmd.Stdout, e.cmd.Stderr = e.out, e.out
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)

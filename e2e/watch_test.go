@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infrakit/infrakit/internal/syncbuf"
 )
 
 // watchStack is one cattle group over the simulator, whose own flavor
@@ -46,31 +47,13 @@ group "web" {
 `, size, note, extra)
 }
 
-// syncBuffer collects a subprocess's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // watchProc is `infrakit watch` running as a subprocess.
 type watchProc struct {
 	t              *testing.T
 	cmd            *exec.Cmd
 	pid            int
 	addr           string
-	stdout, stderr *syncBuffer
+	stdout, stderr *syncbuf.Buffer
 	exited         chan struct{}
 	code           int // once exited is closed
 }
@@ -85,7 +68,7 @@ func (w *workdir) startWatch(env []string, args ...string) *watchProc {
 	cmd := exec.Command(filepath.Join(binDir, "infrakit"), append([]string{"watch", "-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = w.dir
 	cmd.Env = append(append([]string{}, w.env...), env...)
-	p := &watchProc{t: w.t, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &watchProc{t: w.t, cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {
 		w.t.Fatal(err)
@@ -442,7 +425,7 @@ func TestWatchRollingUpdate(t *testing.T) {
 	w.writeFile("main.hcl", watchStack(6, "v2", update))
 	apply := exec.Command(filepath.Join(binDir, "infrakit"), "apply", "-auto-approve")
 	apply.Dir, apply.Env = w.dir, w.env
-	var applyOut syncBuffer
+	var applyOut syncbuf.Buffer
 	apply.Stdout, apply.Stderr = &applyOut, &applyOut
 	if err := apply.Start(); err != nil {
 		t.Fatal(err)

@@ -1,38 +1,19 @@
 package watch
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/syncbuf"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
-
-// logBuffer collects a logger's output while watch writes it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // extraGroup is group "web" as a legacy specification, kept outside the
 // working directory and named with -f. Its Updating.Count is a field
@@ -65,7 +46,7 @@ provider "vanilla" {}
 	writeExtra("")
 	applyWith(t, w, extra)
 
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	opts := testOptions(w)
 	opts.ExtraFiles = []string{extra}
 	opts.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})

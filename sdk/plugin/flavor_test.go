@@ -18,6 +18,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/infrakit/infrakit/internal/syncbuf"
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 	pb "github.com/infrakit/infrakit/sdk/proto/infrakit/provider/v1"
@@ -185,7 +186,7 @@ func (f *batchedFlavor) HealthyAll(_ context.Context, props json.RawMessage, ins
 
 // startFlavors starts the test binary as a flavor provider in mode and
 // returns its client, the host's log and a reader of the calls log.
-func startFlavors(t *testing.T, mode string) (*Client, *logBuffer, func() []string) {
+func startFlavors(t *testing.T, mode string) (*Client, *syncbuf.Buffer, func() []string) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

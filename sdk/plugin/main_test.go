@@ -10,12 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
+
+	"github.com/infrakit/infrakit/internal/syncbuf"
 )
 
 // testBinary is the test provider (internal/testprovider), built once.
@@ -67,29 +68,11 @@ func wrapperHost() int {
 	return 0
 }
 
-// logBuffer is a goroutine-safe log sink for a host logger.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startTest starts the test provider in mode ("" for normal), killed at
 // the end of the test.
-func startTest(t testing.TB, mode string, mutate ...func(*ClientConfig)) (*Client, *logBuffer) {
+func startTest(t testing.TB, mode string, mutate ...func(*ClientConfig)) (*Client, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg := ClientConfig{
 		Name:   "test",
 		Path:   testBinary,

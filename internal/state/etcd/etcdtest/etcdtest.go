@@ -8,7 +8,6 @@
 package etcdtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +21,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/infrakit/infrakit/internal/syncbuf"
 )
 
 // RealBinary is where Debian's etcd-server package puts etcd.
@@ -100,7 +101,7 @@ func StartProcess(binary, dir string) (*Server, error) {
 		"--election-timeout", "200",
 		"--log-level", "error",
 	)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", binary, err)
@@ -155,21 +156,4 @@ func waitServing(endpoints []string, exited <-chan error, timeout time.Duration)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
