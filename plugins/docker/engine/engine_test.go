@@ -192,7 +192,9 @@ func TestLifecycle(t *testing.T) {
 	run := "engine-test-" + randomHex()
 	label := "infrakit-test.run=" + run
 	t.Cleanup(func() {
-		if _, err := dockertest.RemoveLabelled(context.Background(), client, label); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := dockertest.RemoveLabelled(ctx, client, label); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})

@@ -96,17 +96,31 @@ func BuildWebImage(ctx context.Context, c *engine.Client, tag string) error {
 }
 
 // RemoveLabelled force-removes every container carrying label ("k=v" or
-// "k") and returns how many there were.
+// "k") and returns how many there were. It returns once none is listed any
+// more (or ctx ends): a container being removed already (a conflict, as
+// when Docker auto-removes one that was killed) is still listed for a
+// moment, and a caller checking next for leftovers must not count it.
 func RemoveLabelled(ctx context.Context, c *engine.Client, label string) (int, error) {
-	cs, err := c.ContainerList(ctx, engine.Filters{"label": {label}})
+	filter := engine.Filters{"label": {label}}
+	cs, err := c.ContainerList(ctx, filter)
 	if err != nil {
 		return 0, err
 	}
-	var first error
+	n := len(cs)
 	for _, ct := range cs {
-		if err := c.ContainerRemove(ctx, ct.ID, true); err != nil && !engine.IsNotFound(err) && !engine.IsConflict(err) && first == nil {
-			first = err
+		if err := c.ContainerRemove(ctx, ct.ID, true); err != nil && !engine.IsNotFound(err) && !engine.IsConflict(err) {
+			return n, err
 		}
 	}
-	return len(cs), first
+	for len(cs) > 0 {
+		select {
+		case <-ctx.Done():
+			return n, fmt.Errorf("%d containers labelled %s still listed after their removal: %w", len(cs), label, context.Cause(ctx))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if cs, err = c.ContainerList(ctx, filter); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
