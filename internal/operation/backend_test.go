@@ -145,3 +145,37 @@ func TestEtcdBackendFromAnyDirectory(t *testing.T) {
 		t.Errorf("after destroy-group in the first directory the second reads %v (%v)", doc.Groups["miners"], err)
 	}
 }
+
+// Stack files that rename the stack the state holds are refused at the
+// stack block: under the new name every group would be made again and the
+// old instances left to nobody. Once destroyed under the old name, the new
+// name is fine.
+func TestStackRenamedIsADiagnostic(t *testing.T) {
+	ctx := ctxT(t)
+	w := newWorkdir(t, fmt.Sprintf(stackTemplate, 1, "v1"))
+	r := w.runner(Options{})
+	defer r.Close()
+	planAndApply(t, ctx, r, PlanMode{})
+	made := len(w.simulated())
+
+	w.writeStack(strings.Replace(fmt.Sprintf(stackTemplate, 1, "v1"), `stack "test"`, `stack "renamed"`, 1))
+	_, _, diags := r.LoadStack(ctx)
+	var d *hcl.Diagnostic
+	for _, x := range diags {
+		if x.Summary == "Stack renamed" {
+			d = x
+		}
+	}
+	if d == nil {
+		t.Fatalf("renamed stack loaded with %v, want a Stack renamed error", diags)
+	}
+	if d.Subject == nil || d.Subject.Start.Line != 2 || !strings.Contains(d.Detail, `stack "test"`) || !strings.Contains(d.Detail, `"renamed"`) {
+		t.Errorf("diagnostic at %v: %s", d.Subject, d.Detail)
+	}
+	if got := len(w.simulated()); got != made {
+		t.Errorf("the simulator holds %d instances after the refusal, want %d", got, made)
+	}
+
+	planAndApply(t, ctx, r, PlanMode{Destroy: true})
+	load(t, ctx, r) // nothing left under the old name: the new one loads
+}
