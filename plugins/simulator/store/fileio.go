@@ -2,6 +2,8 @@ package store
 
 import (
 	"errors"
+	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -81,6 +83,41 @@ func writeNewFile(path string, data []byte, perm uint32) error {
 		data = data[n:]
 	}
 	return unix.Close(fd)
+}
+
+// createUnnamed creates final in dir, failing with EEXIST if it exists,
+// as an unnamed file (O_TMPFILE) written first and then linked into place:
+// one directory operation where a named temporary file and a rename take
+// three (an entry added, then removed and added again under the directory's
+// lock, which parallel creates in one collection contend for). The link goes
+// through /proc/self/fd, which needs no privilege (linkat with AT_EMPTY_PATH
+// does). supported is false when the file system, the kernel or a missing
+// /proc cannot do it; the caller then writes a named temporary file.
+func createUnnamed(dir, final string, data []byte, perm uint32) (supported bool, err error) {
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, perm)
+	})
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	defer unix.Close(fd)
+	for len(data) > 0 {
+		n, err := retryEINTR(func() (int, error) { return unix.Write(fd, data) })
+		if err != nil {
+			return true, err
+		}
+		data = data[n:]
+	}
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		if _, serr := os.Stat("/proc/self/fd"); serr != nil {
+			return false, nil // no /proc
+		}
+	}
+	return true, err
 }
 
 // renameNoReplace moves tmp to final unless final exists (EEXIST). It

@@ -44,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -104,6 +105,10 @@ type Store struct {
 	// stripes serialize this process's goroutines per lock file; each holds
 	// the lock file's descriptor once opened.
 	stripes [lockStripe]stripe
+
+	// noUnnamed is set once creating an unnamed file (createUnnamed) turned
+	// out unsupported here: Create then writes named temporary files.
+	noUnnamed atomic.Bool
 }
 
 type stripe struct {
@@ -238,6 +243,13 @@ func (s *Store) Create(key Key, data []byte) error {
 	if err := ValidName(key.Name); err != nil {
 		return fmt.Errorf("store: create %s: %w", key, err)
 	}
+	if !s.noUnnamed.Load() {
+		supported, err := s.createUnnamed(key, data)
+		if supported {
+			return err
+		}
+		s.noUnnamed.Store(true)
+	}
 	tmp, err := s.writeTemp(key, data)
 	if err != nil {
 		return err
@@ -261,6 +273,34 @@ func (s *Store) Create(key Key, data []byte) error {
 		return fmt.Errorf("%s: %w", key, ErrExists)
 	}
 	return fmt.Errorf("store: create %s: %w", key, err)
+}
+
+// createUnnamed is Create through createUnnamed (see there); supported is
+// false when this file system cannot create unnamed files.
+func (s *Store) createUnnamed(key Key, data []byte) (supported bool, err error) {
+	d, err := s.ensureDir(key.Collection)
+	if err != nil {
+		return true, err
+	}
+	final := s.Path(key)
+	supported, err = createUnnamed(d, final, data, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Someone removed the directory since we cached it (rm -rf of the
+		// simulator dir while running): recreate it once.
+		s.dirs.Delete(d)
+		if d, err = s.ensureDir(key.Collection); err != nil {
+			return true, err
+		}
+		supported, err = createUnnamed(d, final, data, 0o644)
+	}
+	switch {
+	case !supported || err == nil:
+		return supported, nil
+	case errors.Is(err, fs.ErrExist):
+		return true, fmt.Errorf("%s: %w", key, ErrExists)
+	default:
+		return true, fmt.Errorf("store: create %s: %w", key, err)
+	}
 }
 
 // Remove deletes an object and reports whether it existed.

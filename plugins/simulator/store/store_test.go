@@ -131,33 +131,69 @@ func TestOpenCreatesNothing(t *testing.T) {
 	}
 }
 
-func TestCreateNeverClobbers(t *testing.T) {
-	s := open(t, t.TempDir())
-	key := Key{Collection: "c", Name: "one"}
-	const n = 16
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() { errs[i] = Create(s, key, counter{N: i}) })
-	}
-	wg.Wait()
-	won := -1
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			if won >= 0 {
-				t.Fatalf("two Creates of one key succeeded: %d and %d", won, i)
+// createModes runs a test with Create making unnamed files (O_TMPFILE,
+// where the file system can) and named temporary files (where it cannot).
+func createModes(t *testing.T, test func(t *testing.T, s *Store)) {
+	for _, unnamed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "unnamed", false: "named-temporary"}[unnamed], func(t *testing.T) {
+			s := open(t, t.TempDir())
+			s.noUnnamed.Store(!unnamed)
+			test(t, s)
+			if s.noUnnamed.Load() == unnamed {
+				t.Logf("unnamed files are not supported here; both runs used named temporary files")
 			}
-			won = i
-		case !errors.Is(err, ErrExists):
-			t.Fatalf("Create %d: %v, want ErrExists", i, err)
+		})
+	}
+}
+
+func TestCreateNeverClobbers(t *testing.T) {
+	createModes(t, func(t *testing.T, s *Store) {
+		key := Key{Collection: "c", Name: "one"}
+		const n = 16
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() { errs[i] = Create(s, key, counter{N: i}) })
 		}
-	}
-	got, err := Get[counter](s, key)
-	if err != nil || got.N != won {
-		t.Fatalf("stored %+v (%v), want the winner %d", got, err, won)
-	}
-	assertNoTempFiles(t, s.dir("c"))
+		wg.Wait()
+		won := -1
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				if won >= 0 {
+					t.Fatalf("two Creates of one key succeeded: %d and %d", won, i)
+				}
+				won = i
+			case !errors.Is(err, ErrExists):
+				t.Fatalf("Create %d: %v, want ErrExists", i, err)
+			}
+		}
+		got, err := Get[counter](s, key)
+		if err != nil || got.N != won {
+			t.Fatalf("stored %+v (%v), want the winner %d", got, err, won)
+		}
+		if st, err := os.Stat(s.Path(key)); err != nil || st.Mode().Perm()&0o600 != 0o600 {
+			t.Fatalf("created file: %v, %v; want it readable and writable by its owner", st, err)
+		}
+		assertNoTempFiles(t, s.dir("c"))
+	})
+}
+
+func TestCreateRecreatesRemovedDirectory(t *testing.T) {
+	createModes(t, func(t *testing.T, s *Store) {
+		if err := Create(s, Key{Collection: "deep/c", Name: "x"}, counter{N: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(filepath.Join(s.Root(), "deep")); err != nil {
+			t.Fatal(err)
+		}
+		if err := Create(s, Key{Collection: "deep/c", Name: "y"}, counter{N: 2}); err != nil {
+			t.Fatalf("Create after the directory was removed: %v", err)
+		}
+		if got, err := Get[counter](s, Key{Collection: "deep/c", Name: "y"}); err != nil || got.N != 2 {
+			t.Fatalf("read back %+v, %v", got, err)
+		}
+	})
 }
 
 func assertNoTempFiles(t *testing.T, dir string) {
