@@ -60,6 +60,9 @@ func (r *Runner) planEnrollments(ctx context.Context, desired *config.Stack, doc
 			stored = doc.Stack.Enrollment(e.Name)
 		}
 		c.Changes.Settings = enrollment.SettingChanges(stored, e)
+		if err == nil && enrollment.TargetChanged(stored, e) && !freed(doc.Enrollments, e.Name) {
+			c.Retarget, err = r.previewRetarget(ctx, doc.Stack, desired, e.Name)
+		}
 		switch {
 		case err != nil:
 			c.Action, c.Error = plan.ActionUnknown, err.Error()
@@ -97,6 +100,58 @@ func (r *Runner) planEnrollments(ctx context.Context, desired *config.Stack, doc
 		out = append(out, c)
 	}
 	return out
+}
+
+// retargetControllers returns the controllers of enrollment name at its target as
+// applied in previous and at its target in desired.
+func (r *Runner) retargetControllers(ctx context.Context, previous, desired *config.Stack, name string) (was, now *enrollment.Controller, err error) {
+	if was, err = r.enrollmentController(ctx, previous, previous.Enrollment(name)); err != nil {
+		return nil, nil, fmt.Errorf("old target: %w", err)
+	}
+	if now, err = r.enrollmentController(ctx, desired, desired.Enrollment(name)); err != nil {
+		return nil, nil, err
+	}
+	return was, now, nil
+}
+
+// previewRetarget is what enrollment name, whose target changed from
+// previous to desired, revokes at its old target (enrollment.Retarget).
+func (r *Runner) previewRetarget(ctx context.Context, previous, desired *config.Stack, name string) (*plan.Retarget, error) {
+	was, now, err := r.retargetControllers(ctx, previous, desired, name)
+	if err != nil {
+		return nil, err
+	}
+	had, err := was.Authorizations(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("old target: %w", err)
+	}
+	has, err := now.Authorizations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &plan.Retarget{From: enrollment.TargetString(previous.Enrollment(name).Target),
+		Changes: enrollment.Retarget(name, had, has)}, nil
+}
+
+// retarget revokes at the old target of enrollment name (as applied in
+// previous) what it has there, less what its target in desired lists too
+// (one store seen through both: see enrollment.Retarget). The new target
+// must answer first: when it cannot be listed, nothing is revoked.
+func (r *Runner) retarget(ctx context.Context, previous, desired *config.Stack, name string, res *ControllerResult) error {
+	was, now, err := r.retargetControllers(ctx, previous, desired, name)
+	if err != nil {
+		return err
+	}
+	has, err := now.Authorizations(ctx)
+	if err != nil {
+		return err
+	}
+	done, err := was.Release(ctx, has)
+	res.addEnrollmentAt(done, "on the old target "+enrollment.TargetString(previous.Enrollment(name).Target))
+	if err != nil {
+		return fmt.Errorf("old target: %w", err)
+	}
+	return nil
 }
 
 // DescribeEnrollment asks an enrollment's target provider for its authorizations.

@@ -73,7 +73,11 @@ func (c *ControllerResult) addIngress(name string, chs []ingress.Changes) {
 	}
 }
 
-func (c *ControllerResult) addEnrollment(ch enrollment.Changes) {
+func (c *ControllerResult) addEnrollment(ch enrollment.Changes) { c.addEnrollmentAt(ch, "") }
+
+// addEnrollmentAt adds what was done to an enrollment; where, when set,
+// says at which target ("on the old target ...").
+func (c *ControllerResult) addEnrollmentAt(ch enrollment.Changes, where string) {
 	auth := len(ch.Authorize) + len(ch.Reauthorize)
 	rev := len(ch.Revoke) + len(ch.Reauthorize)
 	c.Authorized += auth
@@ -86,7 +90,11 @@ func (c *ControllerResult) addEnrollment(ch enrollment.Changes) {
 		parts = append(parts, fmt.Sprintf("%d authorization%s revoked", rev, pluralS(rev)))
 	}
 	if len(parts) > 0 {
-		c.Lines = append(c.Lines, fmt.Sprintf("enrollment %q: %s", ch.Enrollment, strings.Join(parts, ", ")))
+		line := fmt.Sprintf("enrollment %q: %s", ch.Enrollment, strings.Join(parts, ", "))
+		if where != "" {
+			line += " " + where
+		}
+		c.Lines = append(c.Lines, line)
 	}
 }
 
@@ -216,7 +224,9 @@ func freed(m map[string]*state.ControllerStatus, name string) bool {
 }
 
 // planIngresses previews every ingress of desired and of the stored stack,
-// with the members of world (less those the plan destroys).
+// with the members of world (less those the plan destroys). An ingress
+// that no longer names a load balancer its stored version named (or that
+// left the stack) shows that load balancer's teardown (releases).
 func (r *Runner) planIngresses(ctx context.Context, desired *config.Stack, doc *state.Document, world plan.World, changed map[string]bool) []plan.IngressChange {
 	var out []plan.IngressChange
 	for _, in := range desired.Ingresses {
@@ -230,6 +240,11 @@ func (r *Runner) planIngresses(ctx context.Context, desired *config.Stack, doc *
 		if err == nil {
 			members, known := ingressMembers(in, world.Members, world.Failed)
 			c.LoadBalancers, err = ctrl.Preview(ctx, members, known)
+		}
+		if err == nil && doc.Stack != nil && doc.Stack.Ingress(in.Name) != nil && !freed(doc.Ingresses, in.Name) {
+			var released []ingress.Changes
+			c.Released, released, err = r.previewRelease(ctx, doc.Stack, desired, in.Name, world)
+			c.LoadBalancers = append(c.LoadBalancers, released...)
 		}
 		switch {
 		case err != nil:
@@ -258,20 +273,106 @@ func (r *Runner) planIngresses(ctx context.Context, desired *config.Stack, doc *
 			out = append(out, c)
 			continue
 		}
-		ctrl, err := r.ingressController(ctx, doc.Stack, in)
-		var obs []ingress.Observed
-		if err == nil {
-			obs, err = ctrl.Observe(ctx)
-		}
+		var err error
+		c.Released, c.LoadBalancers, err = r.previewRelease(ctx, doc.Stack, desired, in.Name, world)
 		if err != nil {
 			c.Action, c.Error = plan.ActionUnknown, err.Error()
-		}
-		for _, o := range obs {
-			c.LoadBalancers = append(c.LoadBalancers, ingress.Diff(ingress.DesiredLB{LoadBalancer: o.LoadBalancer}, o.Routes, o.Backends, nil, true))
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// releases are the load balancers that ingress name, as applied in
+// previous, lets go of in desired (all of them when it left desired; see
+// ingress.Released), and for each what the rules of desired that still
+// name it want kept there (ingress.Wanted; nothing when its loadbalancer
+// block moved to another provider, as the stored load balancer is then
+// another one).
+func releases(previous, desired *config.Stack, name string) ([]string, map[string]ingress.DesiredLB) {
+	stored := previous.Ingress(name)
+	if stored == nil {
+		return nil, nil
+	}
+	moved := func(lb string) bool {
+		a, b := previous.LoadBalancer(lb), desired.LoadBalancer(lb)
+		return a != nil && b != nil && a.Provider != b.Provider
+	}
+	lbs := ingress.Released(stored, desired.Ingress(name), moved)
+	remain := make(map[string]ingress.DesiredLB, len(lbs))
+	for _, lb := range lbs {
+		if desired.LoadBalancer(lb) != nil && !moved(lb) {
+			remain[lb] = ingress.Wanted(lb, desired.Ingresses)
+		}
+	}
+	return lbs, remain
+}
+
+// remainMembers picks, from an observation, the members of the groups
+// that remain wants; known is false when any of them could not be listed.
+func remainMembers(remain map[string]ingress.DesiredLB, members map[string][]group.Member, failed map[string]error) (map[string][]group.Member, bool) {
+	out := map[string][]group.Member{}
+	for _, d := range remain {
+		for _, g := range d.Groups {
+			if _, bad := failed[g]; bad {
+				return nil, false
+			}
+			out[g] = members[g]
+		}
+	}
+	return out, true
+}
+
+func remainGroups(remain map[string]ingress.DesiredLB) []string {
+	var out []string
+	for _, d := range remain {
+		for _, g := range d.Groups {
+			if !slices.Contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+// previewRelease previews the teardown of the load balancers ingress name
+// lets go of (see releases), acting through the stored stack's load
+// balancers, with the members of world.
+func (r *Runner) previewRelease(ctx context.Context, previous, desired *config.Stack, name string, world plan.World) ([]string, []ingress.Changes, error) {
+	lbs, remain := releases(previous, desired, name)
+	if len(lbs) == 0 {
+		return nil, nil, nil
+	}
+	ctrl, err := r.ingressController(ctx, previous, previous.Ingress(name))
+	if err != nil {
+		return lbs, nil, err
+	}
+	members, known := remainMembers(remain, world.Members, world.Failed)
+	chs, err := ctrl.PreviewRelease(ctx, lbs, remain, members, known)
+	return lbs, chs, err
+}
+
+// release tears down what ingress name, as applied in previous, has on the
+// load balancers it lets go of in desired (see releases), after listing
+// the members of the groups that the rules still naming them want.
+func (r *Runner) release(ctx context.Context, previous, desired *config.Stack, name string, res *ControllerResult) error {
+	lbs, remain := releases(previous, desired, name)
+	if len(lbs) == 0 {
+		return nil
+	}
+	ctrl, err := r.ingressController(ctx, previous, previous.Ingress(name))
+	if err != nil {
+		return err
+	}
+	var members map[string][]group.Member
+	known := true
+	if groups := remainGroups(remain); len(groups) > 0 {
+		m := r.observeMembers(ctx, desired, nil, groups, nil)
+		members, known = remainMembers(remain, m.members, m.failed)
+	}
+	done, err := ctrl.Release(ctx, lbs, remain, members, known)
+	res.addIngress(name, done)
+	return err
 }
 
 // planControllers adds the ingress and enrollment previews to p. They are
@@ -310,27 +411,34 @@ func plannedDestroys(p *plan.Plan) map[string]map[instance.ID]bool {
 }
 
 // teardownControllers tears down the ingresses and enrollments the plan
-// destroys (they left the stack): apply does it before any group is
+// destroys (they left the stack), the load balancers the ingresses that
+// stay no longer name, and the authorizations of enrollments whose target
+// changed at their old target: apply does it before any group is
 // destroyed, so no load balancer routes to, and no export admits, an
-// instance being destroyed. Their records leave the state.
+// instance being destroyed. What the desired stack's rules still want of a
+// load balancer stays (releases). The destroyed ones' records leave the
+// state. Freed ingresses and enrollments are left untouched.
 func (r *Runner) teardownControllers(ctx context.Context, w *recorder, p *plan.Plan, previous *config.Stack, res *ApplyResult) []error {
 	if previous == nil {
 		return nil
 	}
+	w.mu.Lock()
+	freedIngress := map[string]bool{}
+	for _, in := range previous.Ingresses {
+		freedIngress[in.Name] = freed(w.doc.Ingresses, in.Name)
+	}
+	freedEnrollment := map[string]bool{}
+	for _, e := range previous.Enrollments {
+		freedEnrollment[e.Name] = freed(w.doc.Enrollments, e.Name)
+	}
+	w.mu.Unlock()
 	var errs []error
 	for _, c := range p.Ingresses {
 		in := previous.Ingress(c.Ingress)
 		if c.Action != plan.ActionDestroy || in == nil || ctx.Err() != nil {
 			continue
 		}
-		ctrl, err := r.ingressController(ctx, previous, in)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		done, err := ctrl.Teardown(ctx)
-		res.Controllers.addIngress(in.Name, done)
-		if err != nil {
+		if err := r.release(ctx, previous, p.Desired, in.Name, &res.Controllers); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -338,6 +446,14 @@ func (r *Runner) teardownControllers(ctx context.Context, w *recorder, p *plan.P
 		delete(w.doc.Ingresses, in.Name)
 		w.dirty = true
 		w.mu.Unlock()
+	}
+	for _, in := range p.Desired.Ingresses {
+		if previous.Ingress(in.Name) == nil || freedIngress[in.Name] || ctx.Err() != nil {
+			continue
+		}
+		if err := r.release(ctx, previous, p.Desired, in.Name, &res.Controllers); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, c := range p.Enrollments {
 		e := previous.Enrollment(c.Enrollment)
@@ -359,6 +475,15 @@ func (r *Runner) teardownControllers(ctx context.Context, w *recorder, p *plan.P
 		delete(w.doc.Enrollments, e.Name)
 		w.dirty = true
 		w.mu.Unlock()
+	}
+	for _, e := range p.Desired.Enrollments {
+		old := previous.Enrollment(e.Name)
+		if !enrollment.TargetChanged(old, e) || freedEnrollment[e.Name] || ctx.Err() != nil {
+			continue
+		}
+		if err := r.retarget(ctx, previous, p.Desired, e.Name, &res.Controllers); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
 }

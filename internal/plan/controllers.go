@@ -28,8 +28,15 @@ import (
 type IngressChange struct {
 	Ingress string `json:"ingress"`
 	Action  Action `json:"action"`
-	// LoadBalancers has one entry per load balancer the ingress names.
+	// LoadBalancers has one entry per load balancer the ingress names, then
+	// one per load balancer of Released.
 	LoadBalancers []ingress.Changes `json:"loadbalancers,omitempty"`
+	// Released names the load balancers the ingress as applied named and
+	// the stack's no longer does (or whose loadbalancer block moved to
+	// another provider): apply takes its routes and backends off them,
+	// keeping what other rules of the stack that name them want
+	// (ingress.Teardown).
+	Released []string `json:"released,omitempty"`
 	// FollowsGroups names the groups whose members are its backends and
 	// which this plan changes.
 	FollowsGroups []string `json:"follows_groups,omitempty"`
@@ -41,9 +48,20 @@ type EnrollmentChange struct {
 	Enrollment string             `json:"enrollment"`
 	Action     Action             `json:"action"`
 	Changes    enrollment.Changes `json:"changes"`
+	// Retarget is set when the enrollment's target changed (another
+	// provider or type): what apply revokes at the old target, before the
+	// new one (Changes) is synced.
+	Retarget *Retarget `json:"retarget,omitempty"`
 	// FollowsGroups names the source group when this plan changes it.
 	FollowsGroups []string `json:"follows_groups,omitempty"`
 	Error         string   `json:"error,omitempty"`
+}
+
+// Retarget is what an enrollment's old target loses.
+type Retarget struct {
+	// From is the old target (enrollment.TargetString).
+	From    string             `json:"from"`
+	Changes enrollment.Changes `json:"changes"`
 }
 
 // Counts of one ingress change: routes published, republished or
@@ -56,9 +74,14 @@ func (c IngressChange) Counts() (routes, backends int) {
 	return routes, backends
 }
 
-// Count of one enrollment change: authorizations made, replaced or revoked.
+// Count of one enrollment change: authorizations made, replaced or revoked
+// (at the old target too, when the target changed).
 func (c EnrollmentChange) Count() int {
-	return len(c.Changes.Authorize) + len(c.Changes.Reauthorize) + len(c.Changes.Revoke)
+	n := len(c.Changes.Authorize) + len(c.Changes.Reauthorize) + len(c.Changes.Revoke)
+	if c.Retarget != nil {
+		n += len(c.Retarget.Changes.Revoke)
+	}
+	return n
 }
 
 // IsChange reports whether applying the ingress change changes anything.
@@ -175,6 +198,10 @@ func (r *human) ingress(c IngressChange) {
 			r.printf("      # %s: backends left as they are (group membership unknown)\n", lb.LoadBalancer)
 		}
 	}
+	if len(c.Released) > 0 && c.Action != ActionDestroy {
+		r.printf("      # %s no longer in the ingress: what it published and registered there is taken down\n",
+			strings.Join(c.Released, ", "))
+	}
 	if len(c.FollowsGroups) > 0 {
 		r.printf("      # backends follow the members of %s, registered once this apply has changed %s\n",
 			groupList(c.FollowsGroups), itThem(len(c.FollowsGroups)))
@@ -206,6 +233,11 @@ func (r *human) enrollment(c EnrollmentChange) {
 	}
 	if n := len(ch.Revoke); n > 0 {
 		r.attr("-", "%s revoked", plural(n, "authorization"))
+	}
+	if c.Retarget != nil {
+		if n := len(c.Retarget.Changes.Revoke); n > 0 {
+			r.attr("-", "%s revoked on the old target %s", plural(n, "authorization"), c.Retarget.From)
+		}
 	}
 	if n := len(ch.Failed); n > 0 {
 		r.printf("      # %s cannot be rendered and keep what they have\n", plural(n, "member"))

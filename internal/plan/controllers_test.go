@@ -71,6 +71,31 @@ func TestControllersCountAndRender(t *testing.T) {
 				`Warning: ingress "web" could not be planned`, "lb down"},
 		},
 		{
+			name: "a load balancer the ingress no longer names is torn down",
+			ingresses: []IngressChange{{Ingress: "web", Action: ActionUpdate, Released: []string{"lb3"},
+				LoadBalancers: []ingress.Changes{
+					{LoadBalancer: "lb4", Publish: []loadbalancer.Route{route}, Register: []loadbalancer.Backend{{ID: "i-1"}, {ID: "i-2"}}},
+					{LoadBalancer: "lb3", Unpublish: []loadbalancer.Route{route}, Deregister: []loadbalancer.Backend{{ID: "i-1"}, {ID: "i-2"}}}}}},
+			changes: true,
+			summary: Summary{Routes: 2, Backends: 4},
+			human: []string{`~ ingress "web"`, "+ route lb4:80 https -> 80 http (certificate c1)", "+ 2 backends on lb4",
+				"- route lb3:80 https -> 80 http (certificate c1)", "- 2 backends on lb3",
+				"# lb3 no longer in the ingress: what it published and registered there is taken down"},
+		},
+		{
+			name: "a changed target revokes at the old one",
+			enrollments: []EnrollmentChange{{Enrollment: "nfs", Action: ActionUpdate,
+				Changes: enrollment.Changes{
+					Settings:  []enrollment.Setting{{Attribute: "target", Old: `simulator.nfs-auth "disk"`, New: `nfs "disk"`}},
+					Authorize: []nfs.Authorization{{SourceID: "i-1"}}},
+				Retarget: &Retarget{From: `simulator.nfs-auth "disk"`, Changes: enrollment.Changes{
+					Revoke: []enrollment.Revocation{{Authorization: nfs.Authorization{ID: "a-1", SourceID: "i-1"}, Reason: enrollment.ReasonRetarget}}}}}},
+			changes: true,
+			summary: Summary{Authorizations: 2},
+			human: []string{`~ target = simulator.nfs-auth "disk" -> nfs "disk"`, "+ 1 authorization",
+				`- 1 authorization revoked on the old target simulator.nfs-auth "disk"`},
+		},
+		{
 			name:      "teardown",
 			ingresses: []IngressChange{{Ingress: "web", Action: ActionDestroy, LoadBalancers: []ingress.Changes{{LoadBalancer: "lb1", Unpublish: []loadbalancer.Route{route}}}}},
 			changes:   true,

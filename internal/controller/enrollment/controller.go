@@ -264,6 +264,21 @@ func (c *Controller) revokeAll(ctx context.Context) (Changes, error) {
 	return c.act(ctx, name, Teardown(name, observed, ReasonDestroy))
 }
 
+// Release revokes, at this controller's target, every authorization of the
+// enrollment except those others lists (by ID): what an enrollment whose
+// target changed does at its old target, others being what the new target
+// lists (see Retarget). It returns what it did.
+func (c *Controller) Release(ctx context.Context, others []nfs.Authorization) (Changes, error) {
+	c.acting.Lock()
+	defer c.acting.Unlock()
+	name := c.Name()
+	observed, err := c.auth.Describe(ctx)
+	if err != nil {
+		return Changes{Enrollment: name}, fmt.Errorf("enrollment %q: describe authorizations: %w", name, err)
+	}
+	return c.act(ctx, name, Retarget(name, observed, others))
+}
+
 // errNotStarted marks a call that never started because ctx ended.
 var errNotStarted = errors.New("not started")
 

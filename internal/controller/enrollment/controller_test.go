@@ -427,3 +427,67 @@ func TestSyncUnavailable(t *testing.T) {
 		t.Fatal("Plan accepted an ingress spec")
 	}
 }
+
+// An enrollment moved to another authorizer: the new target is synced and
+// Release revokes, at the old one, what the new one does not list, leaving
+// others' authorizations. Through one store (a second process on the same
+// directory: two aliases of one provider) it revokes nothing.
+func TestReleaseOldTarget(t *testing.T) {
+	ctx := context.Background()
+	oldSim, oldDir := startSimulator(t)
+	newSim, _ := startSimulator(t)
+	if _, err := oldSim.Authorizer("disk").Authorize(ctx, nfs.Authorization{SourceID: "elsewhere", Host: "elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	was, err := New(e2eEnrollment(), oldSim.Authorizer("disk"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cattle := provision(t, oldSim, "cattle", 4)
+	if _, err := was.Sync(ctx, settled(cattle), true); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same store through another process: nothing to revoke.
+	same, err := plugin.Start(ctx, plugin.ClientConfig{Name: "simulator", Path: simulatorBin, Env: []string{"INFRAKIT_SIMULATOR_DIR=" + oldDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(same.Kill)
+	moved := e2eEnrollment()
+	moved.Target.Provider = "simulator"
+	alias, err := New(moved, same.Authorizer("disk"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	has, err := alias.Authorizations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := was.Release(ctx, has); err != nil || !done.Empty() {
+		t.Fatalf("release through one store did %+v, %v", done, err)
+	}
+
+	// Another store: the new target authorizes, the old one is emptied of ours.
+	now, err := New(moved, newSim.Authorizer("disk"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := now.Sync(ctx, settled(cattle), true); err != nil || len(done.Authorize) != 4 {
+		t.Fatalf("new target sync did %+v, %v", done, err)
+	}
+	if has, err = now.Authorizations(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done, err := was.Release(ctx, has)
+	if err != nil || len(done.Revoke) != 4 || done.Revoke[0].Reason != ReasonRetarget {
+		t.Fatalf("release did %+v, %v", done, err)
+	}
+	left, err := oldSim.Authorizer("disk").Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].SourceID != "elsewhere" {
+		t.Fatalf("old target holds %+v, want only the foreign authorization", left)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/tags"
 	"github.com/infrakit/infrakit/sdk/instance"
@@ -160,4 +161,30 @@ func Teardown(name string, observed []nfs.Authorization, reason string) Changes 
 		return cmp.Or(cmp.Compare(SourceOf(a.Authorization), SourceOf(b.Authorization)), cmp.Compare(a.Authorization.ID, b.Authorization.ID))
 	})
 	return ch
+}
+
+// Retarget decides what an enrollment whose target changed (another
+// provider or type: see TargetChanged) revokes at its old target: every
+// authorization of it (by the name tag) that old lists, except those the
+// new target lists too, by ID. Those are one store seen through both (two
+// aliases of one provider process, say): they are the new target's, which
+// Diff keeps or replaces, so revoking them would only take access away.
+func Retarget(name string, old, current []nfs.Authorization) Changes {
+	both := map[string]bool{}
+	for _, a := range current {
+		if Ours(name, a) {
+			both[a.ID] = true
+		}
+	}
+	ch := Teardown(name, old, ReasonRetarget)
+	ch.Revoke = slices.DeleteFunc(ch.Revoke, func(r Revocation) bool { return both[r.Authorization.ID] })
+	return ch
+}
+
+// TargetChanged reports whether an enrollment's target is another
+// authorizer from old (as applied) to new (as the stack has it): another
+// provider (alias included) or type. Properties are not the target: a
+// change of them re-authorizes at the same target (Diff).
+func TargetChanged(old, new *config.Enrollment) bool {
+	return old != nil && new != nil && (old.Target.Provider != new.Target.Provider || old.Target.Type != new.Target.Type)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -345,5 +346,66 @@ func TestNeedsProperties(t *testing.T) {
 		if got := NeedsProperties(&config.EnrollmentTarget{Properties: src}); got != want {
 			t.Errorf("NeedsProperties(%s) = %v, want %v", src, got, want)
 		}
+	}
+}
+
+// A changed target revokes the enrollment's authorizations at the old one,
+// but not those the new target lists too (one store seen through both),
+// nor other enrollments'.
+func TestRetarget(t *testing.T) {
+	others := authz("x-1", "i-1", `{}`)
+	others.Tags[tags.EnrollmentName] = "other"
+	old := []nfs.Authorization{authz("a-2", "i-2", `{}`), authz("a-1", "i-1", `{}`), others}
+	tests := []struct {
+		name    string
+		current []nfs.Authorization
+		want    []string
+	}{
+		{name: "another store: all of ours go", want: []string{"a-1", "a-2"}},
+		{name: "one store: nothing goes", current: old},
+		{name: "partly shared", current: []nfs.Authorization{authz("a-2", "i-2", `{}`)}, want: []string{"a-1"}},
+		{name: "an ID the new target lists for another enrollment is no proof", current: []nfs.Authorization{others, func() nfs.Authorization {
+			a := authz("a-1", "i-1", `{}`)
+			a.Tags[tags.EnrollmentName] = "other"
+			return a
+		}()}, want: []string{"a-1", "a-2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ch := Retarget("nfs", old, tt.current)
+			var got []string
+			for _, r := range ch.Revoke {
+				if r.Reason != ReasonRetarget {
+					t.Fatalf("reason %q", r.Reason)
+				}
+				got = append(got, r.Authorization.ID)
+			}
+			if !slices.Equal(got, tt.want) || ch.Enrollment != "nfs" || len(ch.Authorize) > 0 {
+				t.Fatalf("Retarget revokes %v (%+v), want %v", got, ch, tt.want)
+			}
+		})
+	}
+}
+
+func TestTargetChanged(t *testing.T) {
+	base := e2eEnrollment()
+	for _, tt := range []struct {
+		name   string
+		change func(*config.Enrollment)
+		want   bool
+	}{
+		{"same", func(*config.Enrollment) {}, false},
+		{"properties are not the target", func(e *config.Enrollment) { e.Target.Properties = `{ host = member.address }` }, false},
+		{"provider alias", func(e *config.Enrollment) { e.Target.Provider = "simulator" }, true},
+		{"type", func(e *config.Enrollment) { e.Target.Type = "nfs" }, true},
+	} {
+		e := e2eEnrollment()
+		tt.change(e)
+		if got := TargetChanged(base, e); got != tt.want {
+			t.Errorf("%s: TargetChanged = %v", tt.name, got)
+		}
+	}
+	if TargetChanged(nil, base) || TargetChanged(base, nil) {
+		t.Error("a new or removed enrollment has no target change")
 	}
 }

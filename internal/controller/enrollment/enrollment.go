@@ -48,6 +48,12 @@
 //     kept (the lowest ID) and the others are revoked.
 //   - A member whose properties cannot be rendered keeps what it has; the
 //     error is reported in Changes.Failed.
+//   - When the target changes (another provider, alias included, or type),
+//     apply revokes the enrollment's authorizations at the old target
+//     (Retarget) before the new target is synced, as it destroys an
+//     enrollment that left the stack before any group changes. An
+//     authorization the new target lists too (one store seen through both)
+//     stays: it is the new target's.
 //   - Every authorize of a pass completes before any revoke starts, so a
 //     replacement member that is running (or a re-authorization) is
 //     authorized before the authorization it replaces is revoked; across
@@ -78,6 +84,8 @@ const (
 	ReasonReplaced = "replaced"
 	// ReasonDestroy: the enrollment is destroyed (or freed with destroy_on_free).
 	ReasonDestroy = "destroy"
+	// ReasonRetarget: the enrollment's target changed; this is the old one.
+	ReasonRetarget = "target-changed"
 )
 
 // Changes is what one enrollment needs (from Diff) or what was done (from the

@@ -9,7 +9,10 @@ import (
 
 // Setting is an enrollment attribute a stack changes that needs no call to
 // the target (destroy_on_free, sync_interval): applying the stack stores
-// it, and a plan shows it as an in-place update of the enrollment.
+// it, and a plan shows it as an in-place update of the enrollment. A
+// changed target is one too, shown beside what moves (the revocations at
+// the old target, the authorizations at the new): with no authorization to
+// move, the change is still stored.
 type Setting struct {
 	Attribute string `json:"attribute"`
 	Old       string `json:"old"`
@@ -24,6 +27,9 @@ func SettingChanges(old, new *config.Enrollment) []Setting {
 		return nil
 	}
 	var out []Setting
+	if TargetChanged(old, new) {
+		out = append(out, Setting{Attribute: "target", Old: TargetString(old.Target), New: TargetString(new.Target)})
+	}
 	if old.DestroyOnFree != new.DestroyOnFree {
 		out = append(out, Setting{Attribute: "destroy_on_free",
 			Old: strconv.FormatBool(old.DestroyOnFree), New: strconv.FormatBool(new.DestroyOnFree)})
@@ -32,6 +38,11 @@ func SettingChanges(old, new *config.Enrollment) []Setting {
 		out = append(out, Setting{Attribute: "sync_interval", Old: a.String(), New: b.String()})
 	}
 	return out
+}
+
+// TargetString is a target as plans show it: `simulator.nfs-auth "disk"`.
+func TargetString(t config.EnrollmentTarget) string {
+	return t.Provider + " " + strconv.Quote(t.Type)
 }
 
 func syncInterval(e *config.Enrollment) time.Duration {

@@ -29,6 +29,11 @@ func TestSettingChanges(t *testing.T) {
 	if got := SettingChanges(defaulted, unset); got != nil {
 		t.Fatalf("an unset sync interval is the default: %+v", got)
 	}
+	moved := e2eEnrollment()
+	moved.Target.Provider = "simulator"
+	if got, want := SettingChanges(old, moved), []Setting{{Attribute: "target", Old: `simulator.nfs-auth "disk"`, New: `simulator "disk"`}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("a changed target: %+v, want %+v", got, want)
+	}
 	steps := Changes{Settings: want[:1]}.Steps()
 	if len(steps) != 1 || steps[0].String() != "update destroy_on_free (false -> true)" {
 		t.Fatalf("steps %+v", steps)

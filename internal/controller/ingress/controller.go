@@ -213,38 +213,24 @@ func (c *Controller) each(ctx context.Context, n int, do func(i int)) {
 // Plan it leaves out the health check that Sync configures on a
 // controller's first pass (see the package doc).
 func (c *Controller) Preview(ctx context.Context, members map[string][]group.Member, known bool) ([]Changes, error) {
-	return c.preview(ctx, c.Ingress(), members, known, false)
-}
-
-// preview diffs every load balancer of in (against nothing, when teardown).
-func (c *Controller) preview(ctx context.Context, in *config.Ingress, members map[string][]group.Member, known, teardown bool) ([]Changes, error) {
-	return c.forEachLB(ctx, in, func(d DesiredLB, o Observed) (Changes, error) {
-		return decide(d, o, members, known, teardown), nil
+	in := c.Ingress()
+	return c.forEachLB(ctx, in.Name, DesiredLBs(in), func(d DesiredLB, o Observed) (Changes, error) {
+		return Diff(d, o.Routes, o.Backends, members, known), nil
 	})
 }
 
-// decide is Diff of one observed load balancer; teardown diffs it against an
-// empty desired state, which unpublishes and deregisters everything.
-func decide(d DesiredLB, o Observed, members map[string][]group.Member, known, teardown bool) Changes {
-	if teardown {
-		return Diff(DesiredLB{LoadBalancer: d.LoadBalancer}, o.Routes, o.Backends, nil, true)
-	}
-	return Diff(d, o.Routes, o.Backends, members, known)
-}
-
-// forEachLB observes each load balancer of in and calls do with it, with
-// bounded parallelism, and returns do's results in order (a load balancer
-// that could not be observed, or was not reached before ctx ended, has no
-// changes) and every error joined.
-func (c *Controller) forEachLB(ctx context.Context, in *config.Ingress, do func(DesiredLB, Observed) (Changes, error)) ([]Changes, error) {
-	desired := DesiredLBs(in)
+// forEachLB observes each load balancer of desired and calls do with it,
+// with bounded parallelism, and returns do's results in order (a load
+// balancer that could not be observed, or was not reached before ctx ended,
+// has no changes) and every error joined.
+func (c *Controller) forEachLB(ctx context.Context, ingress string, desired []DesiredLB, do func(DesiredLB, Observed) (Changes, error)) ([]Changes, error) {
 	out := make([]Changes, len(desired))
 	errs := make([]error, len(desired))
 	for i, d := range desired {
 		out[i] = Changes{LoadBalancer: d.LoadBalancer}
 	}
 	c.each(ctx, len(desired), func(i int) {
-		o, err := c.observe(ctx, in.Name, desired[i].LoadBalancer)
+		o, err := c.observe(ctx, ingress, desired[i].LoadBalancer)
 		if err != nil {
 			errs[i] = err
 			return
@@ -269,7 +255,14 @@ func (c *Controller) Sync(ctx context.Context, members map[string][]group.Member
 	if c.Freed() {
 		return nil, nil
 	}
-	return c.sync(ctx, c.Ingress(), members, known, false)
+	in := c.Ingress()
+	return c.forEachLB(ctx, in.Name, DesiredLBs(in), func(d DesiredLB, o Observed) (Changes, error) {
+		ch := Diff(d, o.Routes, o.Backends, members, known)
+		if want := d.HealthCheck(); want != nil && ch.HealthCheck == nil && !c.configured(d.LoadBalancer, *want) {
+			ch.HealthCheck = want
+		}
+		return c.act(ctx, in.Name, c.lbs[d.LoadBalancer], ch)
+	})
 }
 
 // Teardown unpublishes every route and deregisters every backend of the
@@ -277,25 +270,56 @@ func (c *Controller) Sync(ctx context.Context, members map[string][]group.Member
 // package doc), and returns what it did. It needs no membership, so it works
 // when the groups are gone or cannot be read.
 func (c *Controller) Teardown(ctx context.Context) ([]Changes, error) {
-	c.acting.Lock()
-	defer c.acting.Unlock()
-	return c.sync(ctx, c.Ingress(), nil, true, true)
+	return c.Release(ctx, lbNames(c.Ingress()), nil, nil, true)
 }
 
-func (c *Controller) sync(ctx context.Context, in *config.Ingress, members map[string][]group.Member, known, teardown bool) ([]Changes, error) {
-	return c.forEachLB(ctx, in, func(d DesiredLB, o Observed) (Changes, error) {
-		ch := decide(d, o, members, known, teardown)
-		if teardown {
-			// The next enforce configures the health check again.
-			c.mu.Lock()
-			delete(c.checks, d.LoadBalancer)
-			c.mu.Unlock()
+// Release takes the ingress's routes and backends off the named load
+// balancers, which it lets go of (it left the stack, or no longer names
+// them), keeping on each what remain (by load balancer name: the rules of
+// the stack that still name it) wants; see Teardown for the decision and
+// members and known. It returns what it did, one Changes per load
+// balancer, as Sync does. Teardown is Release of every load balancer with
+// nothing remaining.
+func (c *Controller) Release(ctx context.Context, lbs []string, remain map[string]DesiredLB, members map[string][]group.Member, known bool) ([]Changes, error) {
+	c.acting.Lock()
+	defer c.acting.Unlock()
+	return c.release(ctx, lbs, remain, members, known, true)
+}
+
+// PreviewRelease returns what Release would do now, changing nothing.
+func (c *Controller) PreviewRelease(ctx context.Context, lbs []string, remain map[string]DesiredLB, members map[string][]group.Member, known bool) ([]Changes, error) {
+	return c.release(ctx, lbs, remain, members, known, false)
+}
+
+func (c *Controller) release(ctx context.Context, lbs []string, remain map[string]DesiredLB, members map[string][]group.Member, known, acting bool) ([]Changes, error) {
+	name := c.Name()
+	desired := make([]DesiredLB, len(lbs))
+	for i, lb := range lbs {
+		d := remain[lb]
+		d.LoadBalancer = lb
+		desired[i] = d
+	}
+	return c.forEachLB(ctx, name, desired, func(d DesiredLB, o Observed) (Changes, error) {
+		ch := Teardown(d, o.Routes, o.Backends, members, known)
+		if !acting {
+			return ch, nil
 		}
-		if want := d.HealthCheck(); !teardown && want != nil && ch.HealthCheck == nil && !c.configured(d.LoadBalancer, *want) {
-			ch.HealthCheck = want
-		}
-		return c.act(ctx, in.Name, c.lbs[d.LoadBalancer], ch)
+		// The next sync that keeps the load balancer configures the health
+		// check again.
+		c.mu.Lock()
+		delete(c.checks, d.LoadBalancer)
+		c.mu.Unlock()
+		return c.act(ctx, name, c.lbs[d.LoadBalancer], ch)
 	})
+}
+
+func lbNames(in *config.Ingress) []string {
+	ds := DesiredLBs(in)
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.LoadBalancer
+	}
+	return out
 }
 
 func (c *Controller) configured(lb string, hc loadbalancer.HealthCheck) bool {
@@ -499,9 +523,13 @@ func (c *Controller) Plan(ctx context.Context, op controller.Operation, spec con
 	switch op {
 	case controller.Enforce:
 		members, known := c.members(ctx, in)
-		changes, err = c.preview(ctx, in, members, known, false)
+		changes, err = c.forEachLB(ctx, in.Name, DesiredLBs(in), func(d DesiredLB, o Observed) (Changes, error) {
+			return Diff(d, o.Routes, o.Backends, members, known), nil
+		})
 	case controller.Destroy:
-		changes, err = c.preview(ctx, in, nil, true, true)
+		changes, err = c.forEachLB(ctx, in.Name, DesiredLBs(in), func(d DesiredLB, o Observed) (Changes, error) {
+			return Teardown(DesiredLB{LoadBalancer: d.LoadBalancer}, o.Routes, o.Backends, nil, true), nil
+		})
 	default:
 		return ch, fmt.Errorf("ingress %q: unknown operation %q", ch.Name, op)
 	}

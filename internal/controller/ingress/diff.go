@@ -140,3 +140,23 @@ func Registered(observed []loadbalancer.Backend, ids []instance.ID) []loadbalanc
 	slices.SortFunc(out, func(a, b loadbalancer.Backend) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
+
+// Teardown decides what an ingress that lets go of a load balancer takes
+// off it: every route and backend on it, except what remain wants, remain
+// being the rules of the stack that still name the load balancer (other
+// ingresses'; empty when none does): routes on its lb ports and backends
+// that are live members of its groups stay. Nothing is published,
+// republished or registered: that is the sync of the ingress that keeps the
+// load balancer. When remain has groups and their membership is unknown
+// (membershipKnown false), no backend goes and BackendsHeld is set; without
+// groups the membership is not needed. It is what `ingress destroy` does
+// (remain empty) and what apply does to a load balancer an ingress no
+// longer names.
+func Teardown(remain DesiredLB, observedRoutes []loadbalancer.Route, observedBackends []loadbalancer.Backend,
+	members map[string][]group.Member, membershipKnown bool) Changes {
+	if len(remain.Groups) == 0 {
+		members, membershipKnown = nil, true
+	}
+	d := Diff(remain, observedRoutes, observedBackends, members, membershipKnown)
+	return Changes{LoadBalancer: remain.LoadBalancer, Unpublish: d.Unpublish, Deregister: d.Deregister, BackendsHeld: d.BackendsHeld}
+}

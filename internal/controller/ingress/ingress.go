@@ -28,6 +28,11 @@
 //     traffic. Each backend carries the member's address; it may be empty, for
 //     load balancers that take instance IDs. A member whose address changed is
 //     deregistered and registered again with the new one.
+//   - What an ingress lets go of is torn down (Teardown, Release): a load
+//     balancer it no longer names (Released), or every one when it leaves
+//     the stack, has its routes unpublished and its backends deregistered,
+//     except what the rules still naming it (another ingress's: Wanted)
+//     want, which that ingress's own sync keeps.
 //   - If the membership of any group could not be read, no backend is
 //     registered or deregistered on that pass (an unknown membership must never
 //     empty a load balancer); routes are still synced.
@@ -119,6 +124,47 @@ func DesiredLBs(in *config.Ingress) []DesiredLB {
 			if !slices.Contains(d.Groups, g) {
 				d.Groups = append(d.Groups, g)
 			}
+		}
+	}
+	return out
+}
+
+// Wanted is what the rules of ins that name load balancer lb want of it:
+// their routes and groups merged as DesiredLBs merges them (empty when no
+// rule names it).
+func Wanted(lb string, ins []*config.Ingress) DesiredLB {
+	merged := &config.Ingress{}
+	for _, in := range ins {
+		if in == nil {
+			continue
+		}
+		for _, r := range in.Rules {
+			if r.LoadBalancer == lb {
+				merged.Rules = append(merged.Rules, r)
+			}
+		}
+	}
+	if ds := DesiredLBs(merged); len(ds) > 0 {
+		return ds[0]
+	}
+	return DesiredLB{LoadBalancer: lb}
+}
+
+// Released are the load balancers the ingress as applied (stored) named
+// that it no longer does as desired (nil: the ingress left the stack: all
+// of them), or that moved (moved reports it: the loadbalancer block now
+// names another provider, so the stored one is another load balancer), in
+// the order stored names them. Their routes and backends are the stored
+// ingress's to take down (see Teardown).
+func Released(stored, desired *config.Ingress, moved func(lb string) bool) []string {
+	keep := map[string]bool{}
+	for _, d := range DesiredLBs(desired) {
+		keep[d.LoadBalancer] = true
+	}
+	var out []string
+	for _, d := range DesiredLBs(stored) {
+		if !keep[d.LoadBalancer] || moved != nil && moved(d.LoadBalancer) {
+			out = append(out, d.LoadBalancer)
 		}
 	}
 	return out

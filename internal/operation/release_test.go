@@ -1,0 +1,252 @@
+package operation
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/infrakit/infrakit/internal/plan"
+)
+
+// releaseStack is a cattle group behind ingress "site", whose rule names
+// siteLB, and, when apiLB is set, ingress "api" publishing port 80 on apiLB
+// for the same group; the enrollment "nfs" targets target.
+func releaseStack(siteLB, apiLB, target string) string {
+	api := ""
+	if apiLB != "" {
+		api = fmt.Sprintf(`
+ingress "api" {
+  rule {
+    loadbalancer = loadbalancer.%s
+    groups       = [group.cattle]
+    route {
+      lb_port = 80
+      port    = 8080
+    }
+  }
+}
+`, apiLB)
+	}
+	return fmt.Sprintf(`
+stack "test" {}
+
+provider "simulator" {}
+provider "simulator" { alias = "nfs-auth" }
+provider "vanilla" {}
+
+group "cattle" {
+  size = 3
+  instance {
+    provider   = simulator
+    type       = "compute"
+    properties = {}
+  }
+  flavor {
+    provider   = vanilla
+    properties = { init = ["echo cattle"] }
+  }
+}
+
+loadbalancer "lb1" { provider = simulator }
+loadbalancer "lb2" { provider = simulator }
+
+ingress "site" {
+  rule {
+    loadbalancer = loadbalancer.%s
+    groups       = [group.cattle]
+    route {
+      lb_port     = 443
+      lb_protocol = "https"
+      port        = 8080
+      protocol    = "http"
+      certificate = "c1"
+    }
+  }
+}
+%s
+enrollment "nfs" {
+  source = group.cattle
+  target {
+    provider   = %s
+    type       = "disk"
+    properties = { host = member.id }
+  }
+}
+`, siteLB, api, target)
+}
+
+// lbHolds reads a load balancer's route ports and backend count from its provider.
+func lbHolds(t *testing.T, r *Runner, lb string) (ports []int, backends int) {
+	t.Helper()
+	ctx := ctxT(t)
+	routes, err := r.LoadBalancerRoutes(ctx, lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range routes {
+		ports = append(ports, rt.LoadBalancerPort)
+	}
+	bs, err := r.LoadBalancerBackends(ctx, lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports, len(bs)
+}
+
+func humanPlan(t *testing.T, p *plan.Plan) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := plan.RenderHuman(&b, p, plan.HumanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func checkNoChanges(t *testing.T, r *Runner) {
+	t.Helper()
+	ctx := ctxT(t)
+	p, err := r.Plan(ctx, load(t, ctx, r), PlanMode{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.HasChanges() {
+		t.Fatalf("a second plan has changes:\n%s", humanPlan(t, p))
+	}
+}
+
+// An ingress rule moved from lb1 to lb2: the plan shows lb1's teardown, and
+// apply takes the route and backends off lb1, which nothing manages any
+// more. Moved back while ingress "api" takes lb2, only what api does not
+// want goes from lb2.
+func TestIngressReleasesALoadBalancer(t *testing.T) {
+	ctx := ctxT(t)
+	w := newWorkdir(t, releaseStack("lb1", "", "simulator.nfs-auth"))
+	r := w.runner(Options{})
+	planAndApply(t, ctx, r, PlanMode{})
+	if ports, n := lbHolds(t, r, "lb1"); !slices.Equal(ports, []int{443}) || n != 3 {
+		t.Fatalf("after the first apply lb1 holds routes %v and %d backends", ports, n)
+	}
+
+	w.writeStack(releaseStack("lb2", "", "simulator.nfs-auth"))
+	p, err := r.Plan(ctx, load(t, ctx, r), PlanMode{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic := ingressChange(t, p, "site")
+	if ic.Action != plan.ActionUpdate || !slices.Equal(ic.Released, []string{"lb1"}) {
+		t.Fatalf("ingress plan %+v", ic)
+	}
+	human := humanPlan(t, p)
+	for _, want := range []string{"+ route lb2:443 https -> 8080 http (certificate c1)", "+ 3 backends on lb2",
+		"- route lb1:443 https -> 8080 http (certificate c1)", "- 3 backends on lb1", "# lb1 no longer in the ingress"} {
+		if !strings.Contains(human, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, human)
+		}
+	}
+	res, err := r.Apply(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr := res.Controllers; cr.Unpublished != 1 || cr.Deregistered != 3 || cr.Published != 1 || cr.Registered != 3 {
+		t.Fatalf("apply did %+v", cr)
+	}
+	if ports, n := lbHolds(t, r, "lb1"); len(ports) != 0 || n != 0 {
+		t.Fatalf("lb1 still holds routes %v and %d backends", ports, n)
+	}
+	if ports, n := lbHolds(t, r, "lb2"); !slices.Equal(ports, []int{443}) || n != 3 {
+		t.Fatalf("lb2 holds routes %v and %d backends", ports, n)
+	}
+	checkNoChanges(t, r)
+
+	// Back to lb1, while "api" takes lb2 for the same group on port 80:
+	// site's route goes from lb2, the backends api wants stay.
+	w.writeStack(releaseStack("lb1", "lb2", "simulator.nfs-auth"))
+	p, err = r.Plan(ctx, load(t, ctx, r), PlanMode{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic = ingressChange(t, p, "site")
+	var released []string
+	for _, lb := range ic.LoadBalancers {
+		if lb.LoadBalancer == "lb2" {
+			for _, rt := range lb.Unpublish {
+				released = append(released, fmt.Sprint(rt.LoadBalancerPort))
+			}
+			if len(lb.Deregister) > 0 || len(lb.Publish) > 0 || len(lb.Register) > 0 {
+				t.Fatalf("site's teardown of lb2 %+v, want its route only", lb)
+			}
+		}
+	}
+	if !slices.Equal(ic.Released, []string{"lb2"}) || !slices.Equal(released, []string{"443"}) {
+		t.Fatalf("ingress plan %+v", ic)
+	}
+	if _, err := r.Apply(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if ports, n := lbHolds(t, r, "lb2"); !slices.Equal(ports, []int{80}) || n != 3 {
+		t.Fatalf("lb2 holds routes %v and %d backends, want api's", ports, n)
+	}
+	if ports, n := lbHolds(t, r, "lb1"); !slices.Equal(ports, []int{443}) || n != 3 {
+		t.Fatalf("lb1 holds routes %v and %d backends", ports, n)
+	}
+	checkNoChanges(t, r)
+}
+
+// An enrollment whose target changes from simulator.nfs-auth to simulator:
+// the plan shows the target change and what the old target loses. Both
+// aliases are processes of one simulator on one directory, so the old
+// target's authorizations are the new target's: none is revoked, none made,
+// and the members keep theirs (same IDs). (Two stores, where the old one is
+// emptied, are TestReleaseOldTarget in internal/controller/enrollment: the
+// simulator serves one authorizer type, so a stack cannot name two stores.)
+func TestEnrollmentTargetChanged(t *testing.T) {
+	ctx := ctxT(t)
+	w := newWorkdir(t, releaseStack("lb1", "", "simulator.nfs-auth"))
+	r := w.runner(Options{})
+	planAndApply(t, ctx, r, PlanMode{})
+	before := authorizationIDs(t, r)
+	if len(before) != 3 {
+		t.Fatalf("authorizations %v, want 3", before)
+	}
+
+	w.writeStack(releaseStack("lb1", "", "simulator"))
+	p, err := r.Plan(ctx, load(t, ctx, r), PlanMode{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := enrollmentChange(t, p, "nfs")
+	if ec.Action != plan.ActionUpdate || ec.Retarget == nil || ec.Retarget.From != `simulator.nfs-auth "disk"` ||
+		len(ec.Retarget.Changes.Revoke) != 0 || ec.Count() != 0 {
+		t.Fatalf("enrollment plan %+v", ec)
+	}
+	if human := humanPlan(t, p); !strings.Contains(human, `~ target = simulator.nfs-auth "disk" -> simulator "disk"`) {
+		t.Fatalf("the plan does not show the target change:\n%s", human)
+	}
+	res, err := r.Apply(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr := res.Controllers; cr.Revoked != 0 || cr.Authorized != 0 {
+		t.Fatalf("apply did %+v", cr)
+	}
+	if after := authorizationIDs(t, r); !slices.Equal(after, before) {
+		t.Fatalf("authorizations %v, want %v kept", after, before)
+	}
+	checkNoChanges(t, r)
+}
+
+func authorizationIDs(t *testing.T, r *Runner) []string {
+	t.Helper()
+	v, _, err := r.DescribeEnrollment(ctxT(t), "nfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, a := range v.Authorizations {
+		ids = append(ids, a.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
