@@ -2,7 +2,6 @@ package watch
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -206,6 +205,20 @@ func startSettled(t *testing.T, w *workdir, opts Options, ids []string) *running
 	return r
 }
 
+// startSettledWith applies stack and starts watch on it (startSettled),
+// its providers run with simEnv ("INFRAKIT_SIMULATOR_PROVISION_DELAY=3s"):
+// it returns the workdir, a view of its followers and the applied members.
+func startSettledWith(t *testing.T, stack string, simEnv ...string) (*workdir, *followersView, []string, *running) {
+	t.Helper()
+	w := newWorkdir(t, stack)
+	w.apply()
+	v := newFollowersView(t, w)
+	ids := instanceIDs(w.instances())
+	opts := testOptions(w)
+	opts.HostEnv = append(slices.Clone(w.env), simEnv...)
+	return w, v, ids, startSettled(t, w, opts, ids)
+}
+
 func instanceIDs(rs []record) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
@@ -238,9 +251,7 @@ func TestLeavingDeregisteredBeforeReplacement(t *testing.T) {
 	r := startSettled(t, w, opts, ids)
 
 	gone := ids[0]
-	if err := os.Remove(filepath.Join(w.instanceDir(), gone+".json")); err != nil {
-		t.Fatal(err)
-	}
+	w.removeInstance(gone)
 	eventually(t, 10*time.Second, "the vanished member's backend deregistered", func() bool {
 		return slices.Equal(v.backends(), ids[1:])
 	})
@@ -268,19 +279,10 @@ func TestLeavingDeregisteredBeforeReplacement(t *testing.T) {
 // running; syncs are an hour apart, so no periodic one can have done it.
 func TestRunningReplacementSynced(t *testing.T) {
 	t.Parallel()
-	w := newWorkdir(t, slowSyncStack)
-	w.apply()
-	v := newFollowersView(t, w)
-	ids := instanceIDs(w.instances())
-
-	opts := testOptions(w)
-	opts.HostEnv = append(slices.Clone(w.env), "INFRAKIT_SIMULATOR_PROVISION_DELAY=2s")
-	startSettled(t, w, opts, ids)
+	w, v, ids, _ := startSettledWith(t, slowSyncStack, "INFRAKIT_SIMULATOR_PROVISION_DELAY=2s")
 
 	gone := ids[0]
-	if err := os.Remove(filepath.Join(w.instanceDir(), gone+".json")); err != nil {
-		t.Fatal(err)
-	}
+	w.removeInstance(gone)
 	var now []string
 	eventually(t, 10*time.Second, "a replacement", func() bool {
 		now = instanceIDs(w.instances())
@@ -324,18 +326,10 @@ func ingressSynced(t *testing.T, sim *plugin.Client, v *followersView) {
 // or its replacement, never neither.
 func TestReplacementAuthorizedBeforeVictimRevoked(t *testing.T) {
 	t.Parallel()
-	w := newWorkdir(t, followerStack)
-	w.apply()
-	v := newFollowersView(t, w)
-	ids := instanceIDs(w.instances())
-	opts := testOptions(w)
-	opts.HostEnv = append(slices.Clone(w.env), "INFRAKIT_SIMULATOR_PROVISION_DELAY=3s")
-	startSettled(t, w, opts, ids)
+	w, v, ids, _ := startSettledWith(t, followerStack, "INFRAKIT_SIMULATOR_PROVISION_DELAY=3s")
 
 	victim := ids[0]
-	if err := os.Remove(filepath.Join(w.instanceDir(), victim+".json")); err != nil {
-		t.Fatal(err)
-	}
+	w.removeInstance(victim)
 	heldWhilePending := false
 	var replacement string
 	eventually(t, 30*time.Second, "the replacement authorized", func() bool {
@@ -375,19 +369,11 @@ func TestReplacementAuthorizedBeforeVictimRevoked(t *testing.T) {
 // down to what runs revokes it.
 func TestVanishedAuthorizationHeldBySyncs(t *testing.T) {
 	t.Parallel()
-	w := newWorkdir(t, followerStack)
-	w.apply()
-	v := newFollowersView(t, w)
-	ids := instanceIDs(w.instances())
-	opts := testOptions(w)
-	opts.HostEnv = append(slices.Clone(w.env), "INFRAKIT_SIMULATOR_FAILURE_RATE=1")
-	startSettled(t, w, opts, ids)
+	w, v, ids, _ := startSettledWith(t, followerStack, "INFRAKIT_SIMULATOR_FAILURE_RATE=1")
 	sim := simulator(t, w)
 
 	victim := ids[0]
-	if err := os.Remove(filepath.Join(w.instanceDir(), victim+".json")); err != nil {
-		t.Fatal(err)
-	}
+	w.removeInstance(victim)
 	eventually(t, 10*time.Second, "the vanished member's backend deregistered", func() bool {
 		return slices.Equal(v.backends(), ids[1:])
 	})

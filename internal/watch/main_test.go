@@ -208,6 +208,15 @@ func (w *workdir) instances() []record {
 
 // setHealth writes a health into an instance file, as a user injecting a
 // fault does.
+// removeInstance deletes an instance's file from the simulator's store,
+// behind watch's back: the instance vanished.
+func (w *workdir) removeInstance(id string) {
+	w.t.Helper()
+	if err := os.Remove(filepath.Join(w.instanceDir(), id+".json")); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
 func (w *workdir) setHealth(id, health string) {
 	w.t.Helper()
 	path := filepath.Join(w.instanceDir(), id+".json")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -31,9 +30,7 @@ func TestHealVanished(t *testing.T) {
 
 	before := w.instances()
 	for _, in := range before[:3] {
-		if err := os.Remove(filepath.Join(w.instanceDir(), in.ID+".json")); err != nil {
-			t.Fatal(err)
-		}
+		w.removeInstance(in.ID)
 	}
 	removed := time.Now()
 	eventually(t, 10*time.Second, "the group back to 10", func() bool { return len(w.instances()) == 10 })
@@ -294,9 +291,7 @@ func TestSlowProvisionNeverAboveSize(t *testing.T) {
 	r := start(t, testOptions(w))
 	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 	for _, in := range w.instances()[:2] {
-		if err := os.Remove(filepath.Join(w.instanceDir(), in.ID+".json")); err != nil {
-			t.Fatal(err)
-		}
+		w.removeInstance(in.ID)
 	}
 	most := 0
 	deadline := time.Now().Add(4 * time.Second)
@@ -343,9 +338,7 @@ func TestProviderKilled(t *testing.T) {
 	passes := r.status().Passes
 	eventually(t, 10*time.Second, "a pass after the relaunch", func() bool { return r.status().Passes > passes+1 })
 	passes = r.status().Passes
-	if err := os.Remove(filepath.Join(w.instanceDir(), w.instances()[0].ID+".json")); err != nil {
-		t.Fatal(err)
-	}
+	w.removeInstance(w.instances()[0].ID)
 	eventually(t, 10*time.Second, "healing after the relaunch", func() bool {
 		return len(w.instances()) == 3 && r.status().Passes > passes
 	})
@@ -521,9 +514,7 @@ func TestFreedGroupSkipped(t *testing.T) {
 	eventually(t, 10*time.Second, "the group in the status", func() bool { return r.group().Name == "web" })
 	w.editState(func(doc *state.Document) { doc.Group("web").Freed = true })
 	eventually(t, 5*time.Second, "the group gone from the status", func() bool { return len(r.status().Groups) == 0 })
-	if err := os.Remove(filepath.Join(w.instanceDir(), w.instances()[0].ID+".json")); err != nil {
-		t.Fatal(err)
-	}
+	w.removeInstance(w.instances()[0].ID)
 	time.Sleep(1500 * time.Millisecond)
 	if n := len(w.instances()); n != 2 {
 		t.Fatalf("a freed group was healed: %d instances", n)
@@ -622,9 +613,7 @@ func TestFollowersSynced(t *testing.T) {
 	eventually(t, 10*time.Second, "backends and authorizations equal to the members", following)
 
 	gone := w.instances()[0].ID
-	if err := os.Remove(filepath.Join(w.instanceDir(), gone+".json")); err != nil {
-		t.Fatal(err)
-	}
+	w.removeInstance(gone)
 	eventually(t, 10*time.Second, "the group healed", func() bool {
 		ins := w.instances()
 		return len(ins) == 3 && !slices.ContainsFunc(ins, func(in record) bool { return in.ID == gone })
