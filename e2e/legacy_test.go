@@ -188,6 +188,22 @@ func TestLegacyWalkthrough(t *testing.T) {
 				t.Errorf("validate:\n%s", res)
 			}
 			old.expect(2, "plan", "-detailed-exitcode")
+			// From nothing, the old files and the walk-through's HCL plan
+			// the same groups, routes, backends and authorizations.
+			hcl := newWorkdir(t)
+			hcl.copyStack("testdata/e2e")
+			hcl.init()
+			var fromOld, fromHCL map[string]json.RawMessage
+			old.jsonOf(&fromOld, "plan", "-json")
+			hcl.jsonOf(&fromHCL, "plan", "-json")
+			for _, k := range []string{"stack", "changes", "groups", "ingresses", "enrollments", "summary"} {
+				if len(fromHCL[k]) == 0 {
+					t.Errorf("plan -json has no %q", k)
+				}
+				if string(fromOld[k]) != string(fromHCL[k]) {
+					t.Errorf("plan -json %q from the old files:\n%s\nfrom the HCL:\n%s", k, fromOld[k], fromHCL[k])
+				}
+			}
 			old.ok("apply", "-auto-approve")
 			old.expect(0, "plan", "-detailed-exitcode")
 			groups := old.groups()
