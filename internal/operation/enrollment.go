@@ -63,6 +63,9 @@ func (r *Runner) planEnrollments(ctx context.Context, desired *config.Stack, doc
 		if err == nil && enrollment.TargetChanged(stored, e) && !freed(doc.Enrollments, e.Name) {
 			c.Retarget, err = r.previewRetarget(ctx, doc.Stack, desired, e.Name)
 		}
+		if err == nil && !freed(doc.Enrollments, e.Name) {
+			err = r.previewPendingRevocations(ctx, doc, desired, e.Name, &c)
+		}
 		switch {
 		case err != nil:
 			c.Action, c.Error = plan.ActionUnknown, err.Error()
@@ -70,29 +73,42 @@ func (r *Runner) planEnrollments(ctx context.Context, desired *config.Stack, doc
 			c.Action = plan.ActionResume
 		case stored == nil:
 			c.Action = plan.ActionCreate
-		case c.Count() > 0 || len(c.Changes.Settings) > 0:
+		case c.Count() > 0 || len(c.Changes.Settings) > 0 || len(c.Pending) > 0:
 			c.Action = plan.ActionUpdate
 		}
 		out = append(out, c)
 	}
-	if doc.Stack == nil {
-		return out
-	}
-	for _, e := range doc.Stack.Enrollments {
-		if desired.Enrollment(e.Name) != nil {
-			continue
+	// Those that left the stack, then those only pending revocations remember.
+	var gone []string
+	if doc.Stack != nil {
+		for _, e := range doc.Stack.Enrollments {
+			if desired.Enrollment(e.Name) == nil {
+				gone = append(gone, e.Name)
+			}
 		}
-		c := plan.EnrollmentChange{Enrollment: e.Name, Action: plan.ActionDestroy}
-		if freed(doc.Enrollments, e.Name) {
+	}
+	gone = append(gone, pendingNames(doc.Enrollments, func(name string) bool {
+		return desired.Enrollment(name) != nil || doc.Stack != nil && doc.Stack.Enrollment(name) != nil
+	})...)
+	for _, name := range gone {
+		c := plan.EnrollmentChange{Enrollment: name, Action: plan.ActionDestroy}
+		if freed(doc.Enrollments, name) {
 			c.Action = plan.ActionFree
 			out = append(out, c)
 			continue
 		}
-		ctrl, err := r.enrollmentController(ctx, doc.Stack, e)
+		var err error
+		if doc.Stack != nil && doc.Stack.Enrollment(name) != nil {
+			var ctrl *enrollment.Controller
+			ctrl, err = r.enrollmentController(ctx, doc.Stack, doc.Stack.Enrollment(name))
+			if err == nil {
+				var auths []nfs.Authorization
+				auths, err = ctrl.Authorizations(ctx)
+				c.Changes = enrollment.Teardown(name, auths, enrollment.ReasonDestroy)
+			}
+		}
 		if err == nil {
-			var auths []nfs.Authorization
-			auths, err = ctrl.Authorizations(ctx)
-			c.Changes = enrollment.Teardown(e.Name, auths, enrollment.ReasonDestroy)
+			err = r.previewPendingRevocations(ctx, doc, desired, name, &c)
 		}
 		if err != nil {
 			c.Action, c.Error = plan.ActionUnknown, err.Error()
@@ -100,6 +116,37 @@ func (r *Runner) planEnrollments(ctx context.Context, desired *config.Stack, doc
 		out = append(out, c)
 	}
 	return out
+}
+
+// previewPendingRevocations adds to c the preview of the pending
+// revocations recorded for enrollment name (see pending.go): at each old
+// target, what releaseTarget revokes there.
+func (r *Runner) previewPendingRevocations(ctx context.Context, doc *state.Document, desired *config.Stack, name string, c *plan.EnrollmentChange) error {
+	for _, part := range pendingOf(doc.Enrollments, name) {
+		old, now := part.Enrollment(name), desired.Enrollment(name)
+		if old == nil || now != nil && !enrollment.TargetChanged(old, now) {
+			continue // the stack took the target back: its sync keeps it
+		}
+		from := enrollment.TargetString(old.Target)
+		if now != nil {
+			rt, err := r.previewRetarget(ctx, part, desired, name)
+			if err != nil {
+				return fmt.Errorf("revocations left at %s by an earlier apply: %w", from, err)
+			}
+			c.Pending = append(c.Pending, *rt)
+			continue
+		}
+		ctrl, err := r.enrollmentController(ctx, part, old)
+		var auths []nfs.Authorization
+		if err == nil {
+			auths, err = ctrl.Authorizations(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("revocations left at %s by an earlier apply: %w", from, err)
+		}
+		c.Pending = append(c.Pending, plan.Retarget{From: from, Changes: enrollment.Teardown(name, auths, enrollment.ReasonDestroy)})
+	}
+	return nil
 }
 
 // retargetControllers returns the controllers of enrollment name at its target as
@@ -150,6 +197,42 @@ func (r *Runner) retarget(ctx context.Context, previous, desired *config.Stack, 
 	res.addEnrollmentAt(done, "on the old target "+enrollment.TargetString(previous.Enrollment(name).Target))
 	if err != nil {
 		return fmt.Errorf("old target: %w", err)
+	}
+	return nil
+}
+
+// releaseTarget revokes what enrollment name, as applied in previous, has
+// at its target there when desired no longer has it there: every
+// authorization of it when it left desired (RevokeAll), those the new
+// target does not list too when its target changed (retarget). The error
+// names the target.
+func (r *Runner) releaseTarget(ctx context.Context, previous, desired *config.Stack, name string, res *ControllerResult) error {
+	old, now := previous.Enrollment(name), desired.Enrollment(name)
+	if old == nil {
+		return nil
+	}
+	target := enrollment.TargetString(old.Target)
+	wrap := func(err error) error {
+		return fmt.Errorf("enrollment %q: revoking at %s failed; the state keeps what is left there and the next apply retries it: %w",
+			name, target, err)
+	}
+	if now == nil {
+		ctrl, err := r.enrollmentController(ctx, previous, old)
+		if err != nil {
+			return wrap(err)
+		}
+		done, err := ctrl.RevokeAll(ctx)
+		res.addEnrollment(done)
+		if err != nil {
+			return wrap(err)
+		}
+		return nil
+	}
+	if !enrollment.TargetChanged(old, now) {
+		return nil
+	}
+	if err := r.retarget(ctx, previous, desired, name, res); err != nil {
+		return wrap(err)
 	}
 	return nil
 }
@@ -205,7 +288,7 @@ func (r *Runner) FreeEnrollment(ctx context.Context, name string) (*ControllerRe
 	if doc.Enrollments == nil {
 		doc.Enrollments = map[string]*state.ControllerStatus{}
 	}
-	doc.Enrollments[name] = &state.ControllerStatus{Freed: true}
+	doc.Enrollments[name] = keepPending(doc.Enrollments, name, true)
 	if err := r.store.Write(ctx, doc); err != nil {
 		return res, err
 	}
@@ -243,6 +326,6 @@ func (r *Runner) DestroyEnrollment(ctx context.Context, name string) (*Controlle
 	out := *doc.Stack
 	out.Enrollments = slices.DeleteFunc(slices.Clone(out.Enrollments), func(e *config.Enrollment) bool { return e.Name == name })
 	doc.Stack = &out
-	delete(doc.Enrollments, name)
+	resume(doc.Enrollments, name) // pending revocations stay for apply to retry
 	return res, r.store.Write(context.WithoutCancel(ctx), doc)
 }

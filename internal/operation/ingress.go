@@ -246,6 +246,9 @@ func (r *Runner) planIngresses(ctx context.Context, desired *config.Stack, doc *
 			c.Released, released, err = r.previewRelease(ctx, doc.Stack, desired, in.Name, world)
 			c.LoadBalancers = append(c.LoadBalancers, released...)
 		}
+		if err == nil && !freed(doc.Ingresses, in.Name) {
+			err = r.previewPendingReleases(ctx, doc, desired, in.Name, world, &c)
+		}
 		switch {
 		case err != nil:
 			c.Action, c.Error, c.LoadBalancers = plan.ActionUnknown, err.Error(), nil
@@ -254,33 +257,59 @@ func (r *Runner) planIngresses(ctx context.Context, desired *config.Stack, doc *
 		case doc.Stack == nil || doc.Stack.Ingress(in.Name) == nil:
 			c.Action = plan.ActionCreate
 		default:
-			if r, b := c.Counts(); r+b > 0 {
+			if r, b := c.Counts(); r+b > 0 || len(c.Pending) > 0 {
 				c.Action = plan.ActionUpdate
 			}
 		}
 		out = append(out, c)
 	}
-	if doc.Stack == nil {
-		return out
-	}
-	for _, in := range doc.Stack.Ingresses {
-		if desired.Ingress(in.Name) != nil {
-			continue
+	// Those that left the stack, then those only pending teardowns remember.
+	var gone []string
+	if doc.Stack != nil {
+		for _, in := range doc.Stack.Ingresses {
+			if desired.Ingress(in.Name) == nil {
+				gone = append(gone, in.Name)
+			}
 		}
-		c := plan.IngressChange{Ingress: in.Name, Action: plan.ActionDestroy}
-		if freed(doc.Ingresses, in.Name) {
+	}
+	gone = append(gone, pendingNames(doc.Ingresses, func(name string) bool {
+		return desired.Ingress(name) != nil || doc.Stack != nil && doc.Stack.Ingress(name) != nil
+	})...)
+	for _, name := range gone {
+		c := plan.IngressChange{Ingress: name, Action: plan.ActionDestroy}
+		if freed(doc.Ingresses, name) {
 			c.Action = plan.ActionFree
 			out = append(out, c)
 			continue
 		}
 		var err error
-		c.Released, c.LoadBalancers, err = r.previewRelease(ctx, doc.Stack, desired, in.Name, world)
+		if doc.Stack != nil && doc.Stack.Ingress(name) != nil {
+			c.Released, c.LoadBalancers, err = r.previewRelease(ctx, doc.Stack, desired, name, world)
+		}
+		if err == nil {
+			err = r.previewPendingReleases(ctx, doc, desired, name, world, &c)
+		}
 		if err != nil {
-			c.Action, c.Error = plan.ActionUnknown, err.Error()
+			c.Action, c.Error, c.LoadBalancers = plan.ActionUnknown, err.Error(), nil
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// previewPendingReleases adds to c the preview of the pending teardowns
+// recorded for ingress name (see pending.go).
+func (r *Runner) previewPendingReleases(ctx context.Context, doc *state.Document, desired *config.Stack, name string, world plan.World, c *plan.IngressChange) error {
+	for _, part := range pendingOf(doc.Ingresses, name) {
+		lbs, chs, err := r.previewRelease(ctx, part, desired, name, world)
+		if err != nil {
+			return fmt.Errorf("teardown left by an earlier apply: %w", err)
+		}
+		c.Released = append(c.Released, lbs...)
+		c.Pending = append(c.Pending, lbs...)
+		c.LoadBalancers = append(c.LoadBalancers, chs...)
+	}
+	return nil
 }
 
 // releases are the load balancers that ingress name, as applied in
@@ -354,15 +383,16 @@ func (r *Runner) previewRelease(ctx context.Context, previous, desired *config.S
 
 // release tears down what ingress name, as applied in previous, has on the
 // load balancers it lets go of in desired (see releases), after listing
-// the members of the groups that the rules still naming them want.
-func (r *Runner) release(ctx context.Context, previous, desired *config.Stack, name string, res *ControllerResult) error {
+// the members of the groups that the rules still naming them want. It
+// returns the load balancers whose teardown failed, and why.
+func (r *Runner) release(ctx context.Context, previous, desired *config.Stack, name string, res *ControllerResult) ([]string, error) {
 	lbs, remain := releases(previous, desired, name)
 	if len(lbs) == 0 {
-		return nil
+		return nil, nil
 	}
 	ctrl, err := r.ingressController(ctx, previous, previous.Ingress(name))
 	if err != nil {
-		return err
+		return lbs, err
 	}
 	var members map[string][]group.Member
 	known := true
@@ -370,9 +400,18 @@ func (r *Runner) release(ctx context.Context, previous, desired *config.Stack, n
 		m := r.observeMembers(ctx, desired, nil, groups, nil)
 		members, known = remainMembers(remain, m.members, m.failed)
 	}
-	done, err := ctrl.Release(ctx, lbs, remain, members, known)
-	res.addIngress(name, done)
-	return err
+	// One load balancer at a time, so that those that failed are known.
+	var failed []string
+	var errs []error
+	for _, lb := range lbs {
+		done, err := ctrl.Release(ctx, []string{lb}, remain, members, known)
+		res.addIngress(name, done)
+		if err != nil {
+			failed = append(failed, lb)
+			errs = append(errs, err)
+		}
+	}
+	return failed, errors.Join(errs...)
 }
 
 // planControllers adds the ingress and enrollment previews to p. They are
@@ -410,80 +449,101 @@ func plannedDestroys(p *plan.Plan) map[string]map[instance.ID]bool {
 	return out
 }
 
-// teardownControllers tears down the ingresses and enrollments the plan
-// destroys (they left the stack), the load balancers the ingresses that
-// stay no longer name, and the authorizations of enrollments whose target
-// changed at their old target: apply does it before any group is
-// destroyed, so no load balancer routes to, and no export admits, an
-// instance being destroyed. What the desired stack's rules still want of a
-// load balancer stays (releases). The destroyed ones' records leave the
-// state. Freed ingresses and enrollments are left untouched.
+// teardownControllers tears down the ingresses and enrollments that left
+// the stack, the load balancers the ingresses that stay no longer name, and
+// the authorizations of enrollments whose target changed at their old
+// target: apply does it before any group is destroyed, so no load balancer
+// routes to, and no export admits, an instance being destroyed. What the
+// desired stack's rules still want of a load balancer stays (releases).
+// The teardowns earlier applies could not finish (the records' Pending)
+// are retried first. A teardown that fails is recorded as pending (the
+// stored stack no longer names what it acts on), and its error returned;
+// one that succeeds clears its record, and the records of those that left
+// the stack go with their last pending teardown. Freed ingresses and
+// enrollments are left untouched, pending teardowns included.
 func (r *Runner) teardownControllers(ctx context.Context, w *recorder, p *plan.Plan, previous *config.Stack, res *ApplyResult) []error {
 	if previous == nil {
-		return nil
+		previous = &config.Stack{}
 	}
 	w.mu.Lock()
-	freedIngress := map[string]bool{}
+	var ingresses, enrollments []string
 	for _, in := range previous.Ingresses {
-		freedIngress[in.Name] = freed(w.doc.Ingresses, in.Name)
+		ingresses = append(ingresses, in.Name)
 	}
-	freedEnrollment := map[string]bool{}
+	ingresses = append(ingresses, pendingNames(w.doc.Ingresses, func(name string) bool { return previous.Ingress(name) != nil })...)
 	for _, e := range previous.Enrollments {
-		freedEnrollment[e.Name] = freed(w.doc.Enrollments, e.Name)
+		enrollments = append(enrollments, e.Name)
+	}
+	enrollments = append(enrollments, pendingNames(w.doc.Enrollments, func(name string) bool { return previous.Enrollment(name) != nil })...)
+	freedIngress, pendingIngress := map[string]bool{}, map[string][]*config.Stack{}
+	for _, name := range ingresses {
+		freedIngress[name] = freed(w.doc.Ingresses, name)
+		pendingIngress[name] = pendingOf(w.doc.Ingresses, name)
+	}
+	freedEnrollment, pendingEnrollment := map[string]bool{}, map[string][]*config.Stack{}
+	for _, name := range enrollments {
+		freedEnrollment[name] = freed(w.doc.Enrollments, name)
+		pendingEnrollment[name] = pendingOf(w.doc.Enrollments, name)
 	}
 	w.mu.Unlock()
 	var errs []error
-	for _, c := range p.Ingresses {
-		in := previous.Ingress(c.Ingress)
-		if c.Action != plan.ActionDestroy || in == nil || ctx.Err() != nil {
+	for _, name := range ingresses {
+		if freedIngress[name] || ctx.Err() != nil {
 			continue
 		}
-		if err := r.release(ctx, previous, p.Desired, in.Name, &res.Controllers); err != nil {
-			errs = append(errs, err)
-			continue
+		var keep []*config.Stack
+		releaseFrom := func(from *config.Stack) {
+			failed, err := r.release(ctx, from, p.Desired, name, &res.Controllers)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("ingress %q: the teardown of %s failed; the state keeps it and the next apply retries it: %w",
+					name, strings.Join(failed, ", "), err))
+			}
+			for _, lb := range failed {
+				keep = append(keep, ingressPart(from, name, lb))
+			}
+		}
+		for _, part := range pendingIngress[name] {
+			releaseFrom(part)
+		}
+		if previous.Ingress(name) != nil {
+			releaseFrom(previous)
 		}
 		w.mu.Lock()
-		delete(w.doc.Ingresses, in.Name)
-		w.dirty = true
+		if setPending(&w.doc.Ingresses, name, keep) {
+			w.dirty = true
+		}
+		if p.Desired.Ingress(name) == nil && len(keep) == 0 && w.doc.Ingresses[name] != nil {
+			delete(w.doc.Ingresses, name)
+			w.dirty = true
+		}
 		w.mu.Unlock()
 	}
-	for _, in := range p.Desired.Ingresses {
-		if previous.Ingress(in.Name) == nil || freedIngress[in.Name] || ctx.Err() != nil {
+	for _, name := range enrollments {
+		if freedEnrollment[name] || ctx.Err() != nil {
 			continue
 		}
-		if err := r.release(ctx, previous, p.Desired, in.Name, &res.Controllers); err != nil {
-			errs = append(errs, err)
+		var keep []*config.Stack
+		for _, part := range pendingEnrollment[name] {
+			if err := r.releaseTarget(ctx, part, p.Desired, name, &res.Controllers); err != nil {
+				errs = append(errs, err)
+				keep = append(keep, part)
+			}
 		}
-	}
-	for _, c := range p.Enrollments {
-		e := previous.Enrollment(c.Enrollment)
-		if c.Action != plan.ActionDestroy || e == nil || ctx.Err() != nil {
-			continue
-		}
-		ctrl, err := r.enrollmentController(ctx, previous, e)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		done, err := ctrl.RevokeAll(ctx)
-		res.Controllers.addEnrollment(done)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		if previous.Enrollment(name) != nil {
+			if err := r.releaseTarget(ctx, previous, p.Desired, name, &res.Controllers); err != nil {
+				errs = append(errs, err)
+				keep = append(keep, enrollmentPart(previous, name))
+			}
 		}
 		w.mu.Lock()
-		delete(w.doc.Enrollments, e.Name)
-		w.dirty = true
+		if setPending(&w.doc.Enrollments, name, keep) {
+			w.dirty = true
+		}
+		if p.Desired.Enrollment(name) == nil && len(keep) == 0 && w.doc.Enrollments[name] != nil {
+			delete(w.doc.Enrollments, name)
+			w.dirty = true
+		}
 		w.mu.Unlock()
-	}
-	for _, e := range p.Desired.Enrollments {
-		old := previous.Enrollment(e.Name)
-		if !enrollment.TargetChanged(old, e) || freedEnrollment[e.Name] || ctx.Err() != nil {
-			continue
-		}
-		if err := r.retarget(ctx, previous, p.Desired, e.Name, &res.Controllers); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	return errs
 }
@@ -501,13 +561,13 @@ func (r *Runner) syncControllers(ctx context.Context, w *recorder, p *plan.Plan,
 	w.mu.Lock()
 	for _, in := range st.Ingresses {
 		if freed(w.doc.Ingresses, in.Name) {
-			delete(w.doc.Ingresses, in.Name)
+			resume(w.doc.Ingresses, in.Name)
 			w.dirty = true
 		}
 	}
 	for _, e := range st.Enrollments {
 		if freed(w.doc.Enrollments, e.Name) {
-			delete(w.doc.Enrollments, e.Name)
+			resume(w.doc.Enrollments, e.Name)
 			w.dirty = true
 		}
 	}
@@ -524,6 +584,16 @@ func (r *Runner) syncControllers(ctx context.Context, w *recorder, p *plan.Plan,
 	}
 	await := pendingRecorded(w, enrolled(stored, nil, created))
 	return r.syncFollowing(ctx, stored, nil, Selection{All: true}, await, &res.Controllers)
+}
+
+// resume drops the record of a freed ingress or enrollment, keeping its
+// pending teardowns (the next apply retries them).
+func resume(m map[string]*state.ControllerStatus, name string) {
+	if rec := keepPending(m, name, false); rec != nil {
+		m[name] = rec
+	} else {
+		delete(m, name)
+	}
 }
 
 // Selection picks ingresses and enrollments of a stack: every one (All),
@@ -766,7 +836,7 @@ func (r *Runner) FreeIngress(ctx context.Context, name string) error {
 	if doc.Ingresses == nil {
 		doc.Ingresses = map[string]*state.ControllerStatus{}
 	}
-	doc.Ingresses[name] = &state.ControllerStatus{Freed: true}
+	doc.Ingresses[name] = keepPending(doc.Ingresses, name, true)
 	return r.store.Write(ctx, doc)
 }
 
@@ -792,7 +862,7 @@ func (r *Runner) DestroyIngress(ctx context.Context, name string) (*ControllerRe
 	out := *doc.Stack
 	out.Ingresses = slices.DeleteFunc(slices.Clone(out.Ingresses), func(in *config.Ingress) bool { return in.Name == name })
 	doc.Stack = &out
-	delete(doc.Ingresses, name)
+	resume(doc.Ingresses, name) // pending teardowns stay for apply to retry
 	return res, r.store.Write(context.WithoutCancel(ctx), doc)
 }
 

@@ -37,6 +37,10 @@ type IngressChange struct {
 	// keeping what other rules of the stack that name them want
 	// (ingress.Teardown).
 	Released []string `json:"released,omitempty"`
+	// Pending names the load balancers of Released whose teardown an
+	// earlier apply could not finish (the state records it): apply retries
+	// it, and clears the record once it succeeds.
+	Pending []string `json:"pending,omitempty"`
 	// FollowsGroups names the groups whose members are its backends and
 	// which this plan changes.
 	FollowsGroups []string `json:"follows_groups,omitempty"`
@@ -52,6 +56,11 @@ type EnrollmentChange struct {
 	// provider or type): what apply revokes at the old target, before the
 	// new one (Changes) is synced.
 	Retarget *Retarget `json:"retarget,omitempty"`
+	// Pending are old targets (of a target change, or of the enrollment
+	// leaving the stack) whose revocations an earlier apply could not
+	// finish (the state records them): what apply revokes there again,
+	// clearing the record once it succeeds.
+	Pending []Retarget `json:"pending,omitempty"`
 	// FollowsGroups names the source group when this plan changes it.
 	FollowsGroups []string `json:"follows_groups,omitempty"`
 	Error         string   `json:"error,omitempty"`
@@ -75,11 +84,15 @@ func (c IngressChange) Counts() (routes, backends int) {
 }
 
 // Count of one enrollment change: authorizations made, replaced or revoked
-// (at the old target too, when the target changed).
+// (at the old target too, when the target changed, and at the old targets
+// of pending revocations).
 func (c EnrollmentChange) Count() int {
 	n := len(c.Changes.Authorize) + len(c.Changes.Reauthorize) + len(c.Changes.Revoke)
 	if c.Retarget != nil {
 		n += len(c.Retarget.Changes.Revoke)
+	}
+	for _, p := range c.Pending {
+		n += len(p.Changes.Revoke)
 	}
 	return n
 }
@@ -92,8 +105,10 @@ func (c IngressChange) IsChange() bool {
 	if !c.Action.IsChange() {
 		return false
 	}
+	// A pending teardown is a change even when nothing is left to take
+	// down: apply clears its record.
 	r, b := c.Counts()
-	return r+b > 0
+	return r+b > 0 || len(c.Pending) > 0
 }
 
 // IsChange reports whether applying the enrollment change changes anything.
@@ -103,7 +118,9 @@ func (c EnrollmentChange) IsChange() bool {
 	}
 	// A changed setting (destroy_on_free, sync_interval) alone is a change:
 	// apply stores it, though no authorization moves.
-	return c.Action.IsChange() && (c.Count() > 0 || len(c.Changes.Settings) > 0)
+	// So is a pending revocation, even with nothing left to revoke: apply
+	// clears its record.
+	return c.Action.IsChange() && (c.Count() > 0 || len(c.Changes.Settings) > 0 || len(c.Pending) > 0)
 }
 
 // ChangedGroups are the groups whose membership this plan changes, by name.
@@ -202,6 +219,9 @@ func (r *human) ingress(c IngressChange) {
 		r.printf("      # %s no longer in the ingress: what it published and registered there is taken down\n",
 			strings.Join(c.Released, ", "))
 	}
+	if len(c.Pending) > 0 {
+		r.printf("      # %s: an earlier apply could not finish taking it down; retried\n", strings.Join(c.Pending, ", "))
+	}
 	if len(c.FollowsGroups) > 0 {
 		r.printf("      # backends follow the members of %s, registered once this apply has changed %s\n",
 			groupList(c.FollowsGroups), itThem(len(c.FollowsGroups)))
@@ -238,6 +258,10 @@ func (r *human) enrollment(c EnrollmentChange) {
 		if n := len(c.Retarget.Changes.Revoke); n > 0 {
 			r.attr("-", "%s revoked on the old target %s", plural(n, "authorization"), c.Retarget.From)
 		}
+	}
+	for _, p := range c.Pending {
+		r.attr("-", "%s revoked on %s", plural(len(p.Changes.Revoke), "authorization"), p.From)
+		r.printf("      # %s: an earlier apply could not finish revoking there; retried\n", p.From)
 	}
 	if n := len(ch.Failed); n > 0 {
 		r.printf("      # %s cannot be rendered and keep what they have\n", plural(n, "member"))

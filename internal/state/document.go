@@ -37,6 +37,16 @@ type ControllerStatus struct {
 	// Freed ones are not synced, and nothing of theirs is touched, until a
 	// later apply resumes them.
 	Freed bool `json:"freed,omitempty"`
+	// Pending are teardowns an apply could not finish (a load balancer or
+	// authorizer call failed), kept so that nothing is orphaned once the
+	// stored stack no longer names what they act on: each is a stack
+	// holding only the block as it was applied. For an ingress, one per
+	// load balancer it let go of: the ingress with only the rules naming
+	// that load balancer, and its loadbalancer block. For an enrollment,
+	// one per target it left: the enrollment with that target. Plans show
+	// them and every apply retries them, until they succeed (or the stack
+	// takes the load balancer or target back).
+	Pending []*config.Stack `json:"pending,omitempty"`
 }
 
 // GroupStatus is the per-group record.
