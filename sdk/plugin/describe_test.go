@@ -45,32 +45,42 @@ func init() {
 	if mode == "current" {
 		Serve(cfg)
 	}
+	// As a provider built before common_tags: the field is unknown to its
+	// DescribeInstances, so it answers with every instance's full tags and
+	// no common ones.
+	serveOld(cfg, func(s *grpc.Server, srv *server) {
+		pb.RegisterProviderServer(s, providerServer{s: srv})
+		pb.RegisterInstanceServer(s, oldInstanceServer{instanceServer{s: srv}})
+	})
+}
+
+// serveOld serves cfg as a provider built with an older SDK would, and
+// exits: register registers its gRPC services, without what it predates.
+func serveOld(cfg *ServeConfig, register func(*grpc.Server, *server)) {
 	logger := NewLogger()
 	watchHost(logger, os.Getppid(), hostPIDFromEnv())
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: handshake,
-		Plugins:         goplugin.PluginSet{pluginName: &oldInstancePlugin{server: newServer(cfg, logger)}},
+		Plugins:         goplugin.PluginSet{pluginName: &oldPlugin{server: newServer(cfg, logger), register: register}},
 		GRPCServer:      goplugin.DefaultGRPCServer,
 		Logger:          logger,
 	})
 	os.Exit(0)
 }
 
-// oldInstancePlugin serves the Instance service as a provider built before
-// common_tags: the field is unknown to it, so it answers with every
-// instance's full tags and no common ones.
-type oldInstancePlugin struct {
+// oldPlugin is the go-plugin side of serveOld.
+type oldPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
-	server *server
+	server   *server
+	register func(*grpc.Server, *server)
 }
 
-func (p *oldInstancePlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterProviderServer(s, providerServer{s: p.server})
-	pb.RegisterInstanceServer(s, oldInstanceServer{instanceServer{s: p.server}})
+func (p *oldPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	p.register(s, p.server)
 	return nil
 }
 
-func (p *oldInstancePlugin) GRPCClient(context.Context, *goplugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+func (p *oldPlugin) GRPCClient(context.Context, *goplugin.GRPCBroker, *grpc.ClientConn) (any, error) {
 	return nil, errors.New("provider side only")
 }
 

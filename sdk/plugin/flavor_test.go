@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
 	"github.com/infrakit/infrakit/internal/syncbuf"
@@ -55,35 +54,14 @@ func init() {
 	if mode == "current" {
 		Serve(&ServeConfig{Metadata: provider.Metadata{Name: "flavors", Version: "1.0.0"}, Flavors: flavors})
 	}
-	cfg := &ServeConfig{Metadata: provider.Metadata{Name: "flavors", Version: "0.9.0"}, Flavors: flavors}
-	logger := NewLogger()
-	watchHost(logger, os.Getppid(), hostPIDFromEnv())
-	goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig: handshake,
-		Plugins:         goplugin.PluginSet{pluginName: &oldFlavorPlugin{server: newServer(cfg, logger)}},
-		GRPCServer:      goplugin.DefaultGRPCServer,
-		Logger:          logger,
+	// As a provider built before HealthyBatch: the method is not in its
+	// Flavor service's description.
+	serveOld(&ServeConfig{Metadata: provider.Metadata{Name: "flavors", Version: "0.9.0"}, Flavors: flavors}, func(s *grpc.Server, srv *server) {
+		pb.RegisterProviderServer(s, providerServer{s: srv})
+		desc := pb.Flavor_ServiceDesc
+		desc.Methods = slices.DeleteFunc(slices.Clone(desc.Methods), func(m grpc.MethodDesc) bool { return m.MethodName == "HealthyBatch" })
+		s.RegisterService(&desc, flavorServer{s: srv})
 	})
-	os.Exit(0)
-}
-
-// oldFlavorPlugin registers the Flavor service as a provider built before
-// HealthyBatch did: the method is not in its service description.
-type oldFlavorPlugin struct {
-	goplugin.NetRPCUnsupportedPlugin
-	server *server
-}
-
-func (p *oldFlavorPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterProviderServer(s, providerServer{s: p.server})
-	desc := pb.Flavor_ServiceDesc
-	desc.Methods = slices.DeleteFunc(slices.Clone(desc.Methods), func(m grpc.MethodDesc) bool { return m.MethodName == "HealthyBatch" })
-	s.RegisterService(&desc, flavorServer{s: p.server})
-	return nil
-}
-
-func (p *oldFlavorPlugin) GRPCClient(context.Context, *goplugin.GRPCBroker, *grpc.ClientConn) (any, error) {
-	return nil, errors.New("provider side only")
 }
 
 // callLog appends lines to a file shared with the test.
