@@ -1,6 +1,7 @@
 package operation
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,9 +15,52 @@ import (
 	"github.com/infrakit/infrakit/internal/plan"
 )
 
-// followerStack is a cattle group with a load balancer and an enrollment
-// that follow it.
+// followed is a stack of one cattle group behind ingress "site", whose
+// rule publishes 443 on siteLB, and enrolled by "nfs" at target; with
+// apiLB set, ingress "api" publishes port 80 on apiLB for the same group.
+// Load balancers lb1 and lb2 are declared. Zero fields take the defaults
+// of hcl.
+type followed struct {
+	size          int    // 3
+	certificate   string // of site's route: "c1"
+	destroyOnFree bool
+	siteLB        string // "lb1"
+	apiLB         string
+	target        string // "simulator.nfs-auth"
+}
+
+// followerStack is the followed stack with the group's size, site's
+// certificate and the enrollment's destroy_on_free.
 func followerStack(size int, certificate string, destroyOnFree bool) string {
+	return followed{size: size, certificate: certificate, destroyOnFree: destroyOnFree}.hcl()
+}
+
+// releaseStack is the followed stack with site on siteLB, api on apiLB
+// ("": no api) and the enrollment at target.
+func releaseStack(siteLB, apiLB, target string) string {
+	return followed{siteLB: siteLB, apiLB: apiLB, target: target}.hcl()
+}
+
+func (f followed) hcl() string {
+	f.size = cmp.Or(f.size, 3)
+	f.certificate = cmp.Or(f.certificate, "c1")
+	f.siteLB = cmp.Or(f.siteLB, "lb1")
+	f.target = cmp.Or(f.target, "simulator.nfs-auth")
+	api := ""
+	if f.apiLB != "" {
+		api = fmt.Sprintf(`
+ingress "api" {
+  rule {
+    loadbalancer = loadbalancer.%s
+    groups       = [group.cattle]
+    route {
+      lb_port = 80
+      port    = 8080
+    }
+  }
+}
+`, f.apiLB)
+	}
 	return fmt.Sprintf(`
 stack "test" {}
 
@@ -38,10 +82,11 @@ group "cattle" {
 }
 
 loadbalancer "lb1" { provider = simulator }
+loadbalancer "lb2" { provider = simulator }
 
 ingress "site" {
   rule {
-    loadbalancer = loadbalancer.lb1
+    loadbalancer = loadbalancer.%s
     groups       = [group.cattle]
     route {
       lb_port     = 443
@@ -52,17 +97,17 @@ ingress "site" {
     }
   }
 }
-
+%s
 enrollment "nfs" {
   source = group.cattle
   target {
-    provider   = simulator.nfs-auth
+    provider   = %s
     type       = "disk"
     properties = { host = member.id }
   }
   destroy_on_free = %v
 }
-`, size, certificate, destroyOnFree)
+`, f.size, f.siteLB, f.certificate, api, f.target, f.destroyOnFree)
 }
 
 // progressLog collects progress events.
