@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/infrakit/infrakit/plugins/haproxy/haproxytest"
 )
 
 // The docker tests run testdata/docker's stack (3 web containers checked by
@@ -48,7 +50,7 @@ func newDockerEnv(t *testing.T) *dockerEnv {
 	if out, err := dockerRun("version", "--format", "{{.Server.Version}}"); err != nil {
 		t.Skipf("no Docker Engine answers (docker version: %v): %s", err, strings.TrimSpace(out))
 	}
-	if !haproxyInstalled() {
+	if !haproxytest.Installed() {
 		t.Fatal("haproxy is not installed (apt-get install haproxy; .ci/run installs it): the stack's load balancer runs it")
 	}
 	var b [4]byte
@@ -74,7 +76,7 @@ func newDockerEnv(t *testing.T) *dockerEnv {
 	t.Cleanup(d.stopHAProxy)
 	t.Cleanup(d.removeContainers)
 
-	d.port = freePort(t)
+	d.port = haproxytest.FreePort(t)
 	d.w = newWorkdir(t)
 	d.w.env = append(d.w.env,
 		"INFRAKIT_HAPROXY_DIR="+d.ha,
@@ -178,7 +180,7 @@ func (d *dockerEnv) removeContainers() {
 // haproxy running on that directory's configuration, then removes the
 // directory.
 func (d *dockerEnv) stopHAProxy() {
-	stopHAProxy(d.t, d.ha)
+	haproxytest.StopDir(d.t, d.ha)
 	_ = os.RemoveAll(d.ha)
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infrakit/infrakit/plugins/haproxy/haproxytest"
 	"github.com/infrakit/infrakit/plugins/process/proc"
 )
 
@@ -42,7 +43,7 @@ func newRealStack(t *testing.T) *realStack {
 	realNeedHAProxy(t)
 	w := newWorkdir(t)
 	w.copyStack("testdata/real")
-	s := &realStack{workdir: w, lbPort: freePort(t), exports: filepath.Join(w.dir, "exports", "infrakit.exports")}
+	s := &realStack{workdir: w, lbPort: haproxytest.FreePort(t), exports: filepath.Join(w.dir, "exports", "infrakit.exports")}
 	b, err := os.ReadFile(filepath.Join(w.dir, "stack.hcl"))
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +76,7 @@ func newRealStack(t *testing.T) *realStack {
 // CI, which installs it (.ci/run).
 func realNeedHAProxy(t *testing.T) {
 	t.Helper()
-	if haproxyInstalled() {
+	if haproxytest.Installed() {
 		return
 	}
 	if os.Getenv("CI") != "" {
@@ -186,7 +187,7 @@ func (s *realStack) cleanup() {
 			s.t.Logf("cleanup: instance %s: %v", r.ID, err)
 		}
 	}
-	stopHAProxy(s.t, s.haproxyDir)
+	haproxytest.StopDir(s.t, s.haproxyDir)
 	_ = os.RemoveAll(s.haproxyDir)
 }
 
