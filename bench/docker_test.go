@@ -16,13 +16,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/infrakit/infrakit/plugins/docker/dockertest"
 	"github.com/infrakit/infrakit/plugins/docker/engine"
 	"github.com/infrakit/infrakit/plugins/haproxy/haproxytest"
 )
@@ -91,22 +91,9 @@ func newDockerBench(t *testing.T, size int) *dockerBench {
 		"INFRAKIT_NFS_EXPORTS_FILE="+filepath.Join(d.dir, "web.exports"),
 		"INFRAKIT_NFS_EXPORTFS=none",
 	)
-	src, err := os.ReadFile("../testdata/docker/stack.hcl")
+	stack, err := dockertest.Stack(dockertest.StackOptions{Stack: d.stack, Image: d.image, Network: d.network, LBPort: d.port, Size: size})
 	if err != nil {
 		t.Fatal(err)
-	}
-	stack := string(src)
-	for _, r := range [][2]string{
-		{`stack "docker" {}`, fmt.Sprintf("stack %q {}", d.stack)},
-		{`size = 3`, fmt.Sprintf("size = %d", size)},
-		{`"infrakit-docker-web:latest"`, strconv.Quote(d.image)},
-		{`memory = "32m"`, fmt.Sprintf("memory = \"32m\"\n      network = %q", d.network)},
-		{`lb_port     = 18080`, fmt.Sprintf("lb_port     = %d", d.port)},
-	} {
-		if strings.Count(stack, r[0]) != 1 {
-			t.Fatalf("testdata/docker/stack.hcl no longer holds %s once; update this benchmark's rewrite", r[0])
-		}
-		stack = strings.Replace(stack, r[0], r[1], 1)
 	}
 	if err := os.WriteFile(filepath.Join(d.dir, "stack.hcl"), []byte(stack), 0o644); err != nil {
 		t.Fatal(err)
@@ -182,15 +169,8 @@ func (d *dockerBench) running() []string {
 func (d *dockerBench) removeContainers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cs, err := d.engine.ContainerList(ctx, engine.Filters{"label": {"infrakit.stack=" + d.stack}})
-	if err != nil {
-		d.t.Logf("cleanup: list containers: %v", err)
-		return
-	}
-	for _, c := range cs {
-		if err := d.engine.ContainerRemove(ctx, c.ID, true); err != nil && !engine.IsNotFound(err) && !engine.IsConflict(err) {
-			d.t.Logf("cleanup: remove %s: %v", c.ID[:12], err)
-		}
+	if _, err := dockertest.RemoveLabelled(ctx, d.engine, "infrakit.stack="+d.stack); err != nil {
+		d.t.Logf("cleanup: %v", err)
 	}
 }
 

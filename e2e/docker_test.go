@@ -13,12 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/infrakit/infrakit/plugins/docker/dockertest"
 	"github.com/infrakit/infrakit/plugins/haproxy/haproxytest"
 )
 
@@ -84,21 +84,9 @@ func newDockerEnv(t *testing.T) *dockerEnv {
 		"INFRAKIT_NFS_EXPORTS_FILE="+filepath.Join(d.w.dir, "web.exports"),
 		"INFRAKIT_NFS_EXPORTFS=none",
 	)
-	src, err := os.ReadFile(filepath.Join("..", "testdata", "docker", "stack.hcl"))
+	stack, err := dockertest.Stack(dockertest.StackOptions{Stack: d.stack, Image: d.image, Network: d.network, LBPort: d.port})
 	if err != nil {
 		t.Fatal(err)
-	}
-	stack := string(src)
-	for _, r := range [][2]string{
-		{`stack "docker" {}`, fmt.Sprintf("stack %q {}", d.stack)},
-		{`"infrakit-docker-web:latest"`, strconv.Quote(d.image)},
-		{`memory = "32m"`, fmt.Sprintf("memory = \"32m\"\n      network = %q", d.network)},
-		{`lb_port     = 18080`, fmt.Sprintf("lb_port     = %d", d.port)},
-	} {
-		if strings.Count(stack, r[0]) != 1 {
-			t.Fatalf("testdata/docker/stack.hcl no longer holds %s once; update this test's rewrite", r[0])
-		}
-		stack = strings.Replace(stack, r[0], r[1], 1)
 	}
 	d.w.writeFile("stack.hcl", stack)
 	return d

@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/infrakit/infrakit/plugins/docker/dockertest"
 	"github.com/infrakit/infrakit/plugins/docker/engine"
-	"github.com/infrakit/infrakit/plugins/docker/internal/dockertest"
 	"github.com/infrakit/infrakit/sdk/providertest"
 )
 

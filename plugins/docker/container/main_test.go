@@ -21,8 +21,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/infrakit/infrakit/plugins/docker/dockertest"
 	"github.com/infrakit/infrakit/plugins/docker/engine"
-	"github.com/infrakit/infrakit/plugins/docker/internal/dockertest"
 )
 
 // The package's tests against the real Engine share one client, one image

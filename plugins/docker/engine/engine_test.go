@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/infrakit/infrakit/plugins/docker/dockertest"
 	"github.com/infrakit/infrakit/plugins/docker/engine"
-	"github.com/infrakit/infrakit/plugins/docker/internal/dockertest"
 )
 
 // image is the web image this package's tests run; "" when Docker is not

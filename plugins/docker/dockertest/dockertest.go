@@ -1,7 +1,9 @@
-// Package dockertest is what the docker provider's tests share: finding the
-// Engine (or a reason to skip), building the web image FROM scratch around
-// the static testdata/docker/webserver binary (no registry needed), and
-// removing the containers a test made, by label.
+// Package dockertest is what the tests of the docker provider, and those
+// that run testdata/docker's stack (e2e, bench), share: finding the Engine
+// (or a reason to skip), building the web image FROM scratch around the
+// static testdata/docker/webserver binary (no registry needed), the stack
+// rewritten for one test, and removing the containers a test made, by
+// label.
 package dockertest
 
 import (
@@ -11,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,4 +126,44 @@ func RemoveLabelled(ctx context.Context, c *engine.Client, label string) (int, e
 		}
 	}
 	return n, nil
+}
+
+// StackOptions make testdata/docker/stack.hcl a test's own: its stack name
+// (which labels its containers), the web image's tag, the Docker network
+// the containers join and HAProxy's lb_port; Size, when set, is the
+// group's size instead of 3.
+type StackOptions struct {
+	Stack, Image, Network string
+	LBPort, Size          int
+}
+
+// Stack is testdata/docker/stack.hcl rewritten with o. It fails when the
+// file no longer holds once what it rewrites: the caller's test would
+// otherwise run on the shared defaults.
+func Stack(o StackOptions) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	src, err := os.ReadFile(filepath.Join(root, "testdata", "docker", "stack.hcl"))
+	if err != nil {
+		return "", err
+	}
+	rewrites := [][2]string{
+		{`stack "docker" {}`, fmt.Sprintf("stack %q {}", o.Stack)},
+		{`"infrakit-docker-web:latest"`, strconv.Quote(o.Image)},
+		{`memory = "32m"`, fmt.Sprintf("memory = \"32m\"\n      network = %q", o.Network)},
+		{`lb_port     = 18080`, fmt.Sprintf("lb_port     = %d", o.LBPort)},
+	}
+	if o.Size > 0 {
+		rewrites = append(rewrites, [2]string{`size = 3`, fmt.Sprintf("size = %d", o.Size)})
+	}
+	stack := string(src)
+	for _, r := range rewrites {
+		if strings.Count(stack, r[0]) != 1 {
+			return "", fmt.Errorf("testdata/docker/stack.hcl no longer holds %s once; update dockertest.Stack", r[0])
+		}
+		stack = strings.Replace(stack, r[0], r[1], 1)
+	}
+	return stack, nil
 }
