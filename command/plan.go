@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -127,7 +128,12 @@ func (m *Meta) makePlan(r *operation.Runner, destroy bool) (*plan.Plan, map[stri
 		}
 	}
 	p, err := r.Plan(m.Context(), st, operation.PlanMode{Destroy: destroy})
-	if err != nil {
+	var diags hcl.Diagnostics
+	switch {
+	case errors.As(err, &diags):
+		m.ShowDiagnostics(files, diags)
+		return nil, files, false
+	case err != nil:
 		m.showError("Error computing the plan", err)
 		return nil, files, false
 	}

@@ -109,7 +109,9 @@ type PlanMode struct {
 	Health bool
 }
 
-// Plan observes the world and computes the plan for the loaded stack.
+// Plan observes the world and computes the plan for the loaded stack. Stack
+// files that rename the stack the state holds are refused with an
+// hcl.Diagnostics error at the stack block (see checkStackName).
 func (r *Runner) Plan(ctx context.Context, st *config.Stack, mode PlanMode) (*plan.Plan, error) {
 	return r.plan(ctx, st, mode)
 }

@@ -1,6 +1,7 @@
 package operation
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -146,8 +147,8 @@ func TestEtcdBackendFromAnyDirectory(t *testing.T) {
 	}
 }
 
-// Stack files that rename the stack the state holds are refused at the
-// stack block: under the new name every group would be made again and the
+// A plan of stack files that rename the stack the state holds is refused
+// at the stack block: under the new name every group would be made again and the
 // old instances left to nobody. Once destroyed under the old name, the new
 // name is fine.
 func TestStackRenamedIsADiagnostic(t *testing.T) {
@@ -159,15 +160,18 @@ func TestStackRenamedIsADiagnostic(t *testing.T) {
 	made := len(w.simulated())
 
 	w.writeStack(strings.Replace(fmt.Sprintf(stackTemplate, 1, "v1"), `stack "test"`, `stack "renamed"`, 1))
-	_, _, diags := r.LoadStack(ctx)
+	_, err := r.Plan(ctx, load(t, ctx, r), PlanMode{})
+	var diags hcl.Diagnostics
 	var d *hcl.Diagnostic
-	for _, x := range diags {
-		if x.Summary == "Stack renamed" {
-			d = x
+	if errors.As(err, &diags) {
+		for _, x := range diags {
+			if x.Summary == "Stack renamed" {
+				d = x
+			}
 		}
 	}
 	if d == nil {
-		t.Fatalf("renamed stack loaded with %v, want a Stack renamed error", diags)
+		t.Fatalf("renamed stack planned with %v, want a Stack renamed error", err)
 	}
 	if d.Subject == nil || d.Subject.Start.Line != 2 || !strings.Contains(d.Detail, `stack "test"`) || !strings.Contains(d.Detail, `"renamed"`) {
 		t.Errorf("diagnostic at %v: %s", d.Subject, d.Detail)
@@ -177,5 +181,8 @@ func TestStackRenamedIsADiagnostic(t *testing.T) {
 	}
 
 	planAndApply(t, ctx, r, PlanMode{Destroy: true})
-	load(t, ctx, r) // nothing left under the old name: the new one loads
+	// Nothing left under the old name: the new one plans.
+	if _, err := r.Plan(ctx, load(t, ctx, r), PlanMode{}); err != nil {
+		t.Fatalf("plan after destroying the old stack: %v", err)
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/plan"
@@ -37,6 +39,11 @@ func (r *Runner) plan(ctx context.Context, st *config.Stack, mode PlanMode) (*pl
 	if desired == nil {
 		return nil, errors.New("plan: no stack: load the stack files first")
 	}
+	if !mode.Destroy {
+		if d := checkStackName(st, doc); d != nil {
+			return nil, hcl.Diagnostics{d}
+		}
+	}
 	targets := observationTargets(desired, doc)
 	start := time.Now()
 	world := r.observe(ctx, targets, func(t target, members []group.Member) bool {
@@ -52,6 +59,28 @@ func (r *Runner) plan(ctx context.Context, st *config.Stack, mode PlanMode) (*pl
 	}
 	r.planControllers(ctx, desired, doc, world, p)
 	return p, ctx.Err()
+}
+
+// checkStackName is the diagnostic of stack files that name another stack
+// than the one the state holds (nil when they agree, or the state holds
+// nothing yet), at the stack block. infrakit finds what it made by the
+// infrakit.stack tag: under a new name a plan would create every group
+// anew and leave the old instances running, unmanaged by anything.
+func checkStackName(st *config.Stack, doc *state.Document) *hcl.Diagnostic {
+	if doc == nil || doc.Stack == nil || doc.Stack.Name == st.Name ||
+		len(doc.Groups)+len(doc.Ingresses)+len(doc.Enrollments) == 0 {
+		return nil
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Stack renamed",
+		Detail: fmt.Sprintf("The state in this directory is stack %q, and what it made is tagged %s = %q; "+
+			"these files declare stack %q. infrakit finds its instances by that tag, so under the new name "+
+			"it would create every group anew and leave the old instances running, managed by nothing. "+
+			"Set the name back to %q, or run \"infrakit destroy\" first to start the new stack from nothing.",
+			doc.Stack.Name, tags.Stack, doc.Stack.Name, st.Name, doc.Stack.Name),
+		Subject: st.DeclRange.Ptr(),
+	}
 }
 
 // destroyStack is the desired stack of `infrakit destroy`: the stack as

@@ -19,7 +19,6 @@ import (
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
 	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
-	"github.com/infrakit/infrakit/internal/tags"
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
@@ -133,13 +132,6 @@ func (r *Runner) loadStack(ctx context.Context) (*config.Stack, map[string]*hcl.
 	if d := r.checkBackend(st); d != nil {
 		return st, st.Files, append(diags, d)
 	}
-	// An unreadable state is left for the command to report, with the
-	// backend's own message.
-	if doc, err := r.store.Read(ctx); err == nil {
-		if d := checkStackName(st, doc); d != nil {
-			return st, st.Files, append(diags, d)
-		}
-	}
 	h, err := r.hostFor()
 	if err != nil {
 		diags = append(diags, &hcl.Diagnostic{
@@ -177,28 +169,6 @@ func (r *Runner) checkBackend(st *config.Stack) *hcl.Diagnostic {
 			"a state, \"infrakit init -migrate-state\" moves it (keeping the old copy as a backup). Or set the backend block back.",
 			configured, r.backend, r.backend),
 		Subject: subject.Ptr(),
-	}
-}
-
-// checkStackName is the diagnostic of stack files that name another stack
-// than the one the state holds (nil when they agree, or the state holds
-// nothing yet), at the stack block. infrakit finds what it made by the
-// infrakit.stack tag: under a new name a plan would create every group
-// anew and leave the old instances running, unmanaged by anything.
-func checkStackName(st *config.Stack, doc *state.Document) *hcl.Diagnostic {
-	if doc == nil || doc.Stack == nil || doc.Stack.Name == st.Name ||
-		len(doc.Groups)+len(doc.Ingresses)+len(doc.Enrollments) == 0 {
-		return nil
-	}
-	return &hcl.Diagnostic{
-		Severity: hcl.DiagError,
-		Summary:  "Stack renamed",
-		Detail: fmt.Sprintf("The state in this directory is stack %q, and what it made is tagged %s = %q; "+
-			"these files declare stack %q. infrakit finds its instances by that tag, so under the new name "+
-			"it would create every group anew and leave the old instances running, managed by nothing. "+
-			"Set the name back to %q, or run \"infrakit destroy\" first to start the new stack from nothing.",
-			doc.Stack.Name, tags.Stack, doc.Stack.Name, st.Name, doc.Stack.Name),
-		Subject: st.DeclRange.Ptr(),
 	}
 }
 
