@@ -219,20 +219,7 @@ func (w *workdir) removeInstance(id string) {
 
 func (w *workdir) setHealth(id, health string) {
 	w.t.Helper()
-	path := filepath.Join(w.instanceDir(), id+".json")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		w.t.Fatal(err)
-	}
-	m["health"] = health
-	b, _ = json.Marshal(m)
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		w.t.Fatal(err)
-	}
+	setHealthIn(w.t, filepath.Join(w.instanceDir(), id+".json"), health)
 }
 
 // running is one watch.Run in the background of a test.

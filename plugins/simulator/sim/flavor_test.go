@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,17 +48,7 @@ func TestFlavorHealthyAll(t *testing.T) {
 	}
 	setHealth := func(id instance.ID, typ, h string) {
 		t.Helper()
-		b, err := os.ReadFile(filepath.Join(dir, "instances", typ, string(id)+".json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		m["health"] = h
-		b, _ = json.Marshal(m)
-		edit(id, typ, string(b))
+		setHealthIn(t, filepath.Join(dir, "instances", typ, string(id)+".json"), h)
 	}
 	batch := []instance.Description{
 		{ID: ids[0]}, {ID: ids[1]}, {ID: ids[2]}, {ID: ids[3]}, {ID: netID}, {ID: "compute-gone"}, {ID: "../x"},

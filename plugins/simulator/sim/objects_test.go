@@ -97,21 +97,7 @@ func TestFlavor(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(s.Dir(), "instances", "net", string(id)+".json")
-	setHealth := func(h string) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		m["health"] = h
-		b, _ = json.Marshal(m)
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setHealth := func(h string) { setHealthIn(t, path, h) }
 	health := func() flavor.Health {
 		h, err := f.Healthy(ctx, nil, instance.Description{ID: id})
 		if err != nil {
@@ -458,5 +444,24 @@ func TestMultiProcessNoLostUpdates(t *testing.T) {
 	}
 	if len(bs) != writers*childOps {
 		t.Fatalf("%d backends, want %d", len(bs), writers*childOps)
+	}
+}
+
+// setHealthIn sets the "health" field of an instance file in place, as a
+// user injecting health by hand does.
+func setHealthIn(t *testing.T, path, health string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["health"] = health
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
