@@ -48,6 +48,11 @@ type Server struct {
 	addr     net.Addr
 	done     chan struct{} // closed when the serving goroutine returns
 	serveErr error
+
+	// connState, when set before Start, sees every connection's state
+	// changes (http.Server.ConnState): tests wait on it for the server to
+	// have accepted a connection.
+	connState func(net.Conn, http.ConnState)
 }
 
 // NewServer returns a Server for rec, logging to logger (nil: discard).
@@ -87,6 +92,7 @@ func (s *Server) Start(listen string) error {
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
+		ConnState:         s.connState,
 		ErrorLog:          s.logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
 	}
 	s.srv, s.addr, s.done = srv, ln.Addr(), make(chan struct{})

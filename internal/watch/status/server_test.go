@@ -297,6 +297,18 @@ func TestServerLifecycle(t *testing.T) {
 // deadline: the connection is cut and Shutdown says so.
 func TestShutdownDeadline(t *testing.T) {
 	s := NewServer(NewRecorder(Options{}), nil)
+	// Shutdown waits for the connections the server tracks (a new one
+	// counts as busy for its first 5s); one the server has not accepted
+	// yet it never sees, and would return at once.
+	accepted := make(chan struct{}, 1)
+	s.connState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+		}
+	}
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -307,6 +319,11 @@ func TestShutdownDeadline(t *testing.T) {
 	defer conn.Close()
 	if _, err := conn.Write([]byte("GET /v1/status HTTP/1.1\r\nHost: x\r\n")); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never accepted the connection")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
