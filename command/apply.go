@@ -14,6 +14,8 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/mitchellh/cli"
 
+	"github.com/infrakit/infrakit/internal/controller"
+	"github.com/infrakit/infrakit/internal/execute"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
@@ -84,7 +86,7 @@ func (c *ApplyCommand) Run(args []string) int {
 				return 1
 			}
 		}
-		if c.reportUnknownGroups(files, p) {
+		if c.reportUnknown(files, p) {
 			return 1
 		}
 		if p.HasChanges() && !*autoApprove {
@@ -102,8 +104,8 @@ func (c *ApplyCommand) Run(args []string) int {
 	// A running watch may write the state between the plan and the apply.
 	// An auto-approved plan made by this run is simply made again (a few
 	// times at most); a plan the user approved or saved is never swapped.
-	for try := 0; try < 3 && planFile == "" && *autoApprove && errors.Is(err, plan.ErrStalePlan); try++ {
-		c.Ui.Warn("The state changed while planning (is a watch running?); planning again.")
+	for try := 0; try < 3 && planFile == "" && *autoApprove && (errors.Is(err, plan.ErrStalePlan) || errors.Is(err, plan.ErrWorldMoved)); try++ {
+		c.Ui.Warn("The state or the world changed while planning (is a watch running?); planning again.")
 		again, _, ok := c.makePlan(r, false)
 		if !ok {
 			return 1
@@ -156,58 +158,57 @@ func (m *Meta) stdin() io.Reader {
 	return nil
 }
 
-// applyJSON is the -json result of apply and destroy.
+// applyJSON is the -json result of apply, destroy and the verbs that act:
+// "summary" counts the steps done, with the fields (and names) of the
+// plan's summary, and "planned" is that summary, so the two compare field
+// by field.
 type applyJSON struct {
-	Stack     string        `json:"stack"`
-	Changes   bool          `json:"changes"`
-	Added     int           `json:"added"`
-	Rolled    int           `json:"rolled"`
-	Destroyed int           `json:"destroyed"`
-	Failed    []failureJSON `json:"failed"`
-	Error     string        `json:"error,omitempty"`
-	// Load balancer and authorization changes (ingresses, enrollments).
-	// Published includes the republished routes, which Republished counts.
-	Published    int `json:"routes_published,omitempty"`
-	Republished  int `json:"routes_republished,omitempty"`
-	Unpublished  int `json:"routes_unpublished,omitempty"`
-	Registered   int `json:"backends_registered,omitempty"`
-	Deregistered int `json:"backends_deregistered,omitempty"`
-	Authorized   int `json:"authorizations_made,omitempty"`
-	Revoked      int `json:"authorizations_revoked,omitempty"`
+	Stack   string        `json:"stack"`
+	Changes bool          `json:"changes"`
+	Summary plan.Counts   `json:"summary"`
+	Planned plan.Counts   `json:"planned"`
+	Failed  []failureJSON `json:"failed"`
+	// Skipped counts the steps that waited for a failed one; NotRun those
+	// an interrupt kept from starting.
+	Skipped int    `json:"skipped"`
+	NotRun  int    `json:"not_run"`
+	Error   string `json:"error,omitempty"`
 }
 
 type failureJSON struct {
-	Group string `json:"group"`
-	ID    string `json:"id,omitempty"`
-	Error string `json:"error"`
+	Object   string `json:"object"`
+	Step     int    `json:"step"`
+	Kind     string `json:"kind"`
+	Instance string `json:"instance,omitempty"`
+	Error    string `json:"error"`
 }
 
-// maxFailuresShown caps the per-instance errors printed: a cloud refusing
+// maxFailuresShown caps the per-step errors printed: a cloud refusing
 // thousands of creates says the same thing thousands of times.
 const maxFailuresShown = 20
 
-// reportApply renders the outcome of Apply and returns the exit status.
-// An Apply that returned no result was refused before it did anything (a
+// reportApply renders the outcome of a plan's execution and returns the
+// exit status. A result that is nil was refused before anything ran (a
 // stale or foreign saved plan, the state lock, an unreadable state): the
 // error alone is shown, without a "Resources:" line of zeros that would
 // read as if something had been tried.
-func (m *Meta) reportApply(verb string, p *plan.Plan, res *operation.ApplyResult, err error, jsonOut bool) int {
+func (m *Meta) reportApply(verb string, p *plan.Plan, res *controller.Result, err error, jsonOut bool) int {
 	refused := res == nil && err != nil
 	if res == nil {
-		res = &operation.ApplyResult{}
+		res = &controller.Result{Plan: p}
 	}
 	code := 0
 	if err != nil || len(res.Failed) > 0 {
 		code = 1
 	}
 	if jsonOut {
-		out := applyJSON{Stack: p.Stack, Changes: p.HasChanges(), Added: res.Created, Rolled: res.Rolled,
-			Destroyed: res.Destroyed, Failed: []failureJSON{}}
-		cr := res.Controllers
-		out.Published, out.Republished, out.Unpublished, out.Registered = cr.Published, cr.Republished, cr.Unpublished, cr.Registered
-		out.Deregistered, out.Authorized, out.Revoked = cr.Deregistered, cr.Authorized, cr.Revoked
+		out := applyJSON{Failed: []failureJSON{}, Summary: res.Done, Skipped: res.Skipped, NotRun: res.NotRun}
+		if p != nil {
+			out.Stack, out.Changes, out.Planned = p.Stack, p.HasChanges(), p.Summary
+		}
 		for _, f := range res.Failed {
-			out.Failed = append(out.Failed, failureJSON{Group: f.Group, ID: string(f.ID), Error: f.Err.Error()})
+			out.Failed = append(out.Failed, failureJSON{Object: f.Step.Object, Step: int(f.Step.ID), Kind: string(f.Step.Kind),
+				Instance: string(f.Instance), Error: f.Err.Error()})
 		}
 		if err != nil {
 			out.Error = err.Error()
@@ -217,20 +218,7 @@ func (m *Meta) reportApply(verb string, p *plan.Plan, res *operation.ApplyResult
 		}
 		return code
 	}
-	var diags hcl.Diagnostics
-	for i, f := range res.Failed {
-		if i == maxFailuresShown {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
-				Summary: fmt.Sprintf("%d more instance operations failed", len(res.Failed)-maxFailuresShown)})
-			break
-		}
-		summary := fmt.Sprintf("group.%s: instance operation failed", f.Group)
-		if f.ID != "" {
-			summary = fmt.Sprintf("group.%s: instance %s", f.Group, f.ID)
-		}
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: f.Err.Error()})
-	}
-	m.ShowDiagnostics(nil, diags)
+	m.showFailures(res)
 	if err != nil {
 		summary := "Error applying the plan"
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -241,17 +229,72 @@ func (m *Meta) reportApply(verb string, p *plan.Plan, res *operation.ApplyResult
 	if refused {
 		return code
 	}
-	counts := fmt.Sprintf("%d added, %d rolled, %d destroyed", res.Created, res.Rolled, res.Destroyed)
-	if verb == "Destroy" {
-		counts = fmt.Sprintf("%d destroyed", res.Destroyed)
+	followers := p != nil && (len(p.Ingresses)+len(p.Enrollments) > 0)
+	counts := res.Done.DonePhrase(followers)
+	if verb == "Destroy" && !followers {
+		counts = fmt.Sprintf("%d destroyed", res.Done.Destroy)
 	}
-	counts += m.reportControllers(p, res.Controllers)
-	if code == 0 {
+	switch {
+	case code == 0:
 		m.Ui.Output(fmt.Sprintf("%s complete! Resources: %s.", verb, counts))
-	} else {
-		m.Ui.Output(fmt.Sprintf("%s incomplete. Resources: %s; %d failed.", verb, counts, len(res.Failed)))
+	default:
+		tail := fmt.Sprintf("%d failed", len(res.Failed))
+		if res.Skipped > 0 {
+			tail += fmt.Sprintf(", %d skipped because a step they wait for failed", res.Skipped)
+		}
+		if res.NotRun > 0 {
+			tail += fmt.Sprintf(", %d not started", res.NotRun)
+		}
+		m.Ui.Output(fmt.Sprintf("%s incomplete. Resources: %s; %s.", verb, counts, tail))
 	}
 	return code
+}
+
+// showFailures shows each failed step as an error diagnostic (at most
+// maxFailuresShown of them).
+func (m *Meta) showFailures(res *controller.Result) {
+	if res == nil {
+		return
+	}
+	var diags hcl.Diagnostics
+	for i, f := range res.Failed {
+		if i == maxFailuresShown {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
+				Summary: fmt.Sprintf("%d more steps failed", len(res.Failed)-maxFailuresShown)})
+			break
+		}
+		summary := fmt.Sprintf("%s: %s failed", f.Step.Object, stepNoun(f.Step.Kind))
+		if f.Instance != "" {
+			summary = fmt.Sprintf("%s: %s of instance %s failed", f.Step.Object, stepNoun(f.Step.Kind), f.Instance)
+		}
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: f.Err.Error()})
+	}
+	m.ShowDiagnostics(nil, diags)
+}
+
+// stepNoun names a step kind for people.
+func stepNoun(k plan.StepKind) string {
+	switch k {
+	case plan.StepProvision:
+		return "provisioning"
+	case plan.StepAwait:
+		return "waiting for"
+	case plan.StepRegister:
+		return "backend registration"
+	case plan.StepDeregister:
+		return "backend deregistration"
+	case plan.StepAuthorize:
+		return "authorization"
+	case plan.StepRevoke:
+		return "revocation"
+	case plan.StepDrain:
+		return "drain"
+	case plan.StepDestroy:
+		return "destroy"
+	case plan.StepRecord:
+		return "state record"
+	}
+	return string(k)
 }
 
 // showError writes err as an error diagnostic with the given summary. Lock
@@ -295,10 +338,10 @@ const (
 	barRedraw = 100 * time.Millisecond
 )
 
-// progressPrinter renders apply progress: a line per instance for small
-// steps (`group.miners: Creating instance... [3/5]`); for large ones a bar
-// redrawn in place on a terminal, or a line at every tenth otherwise. Errors
-// are always printed. A nil printer prints nothing.
+// progressPrinter renders the progress of a plan's execution: a line per
+// step for small kinds of work (`group.miners: Creating instance... [3/5]`);
+// for large ones a bar redrawn in place on a terminal, or a line at every
+// tenth otherwise. Errors are always printed. A nil printer prints nothing.
 type progressPrinter struct {
 	out io.Writer
 	ui  cli.Ui
@@ -313,25 +356,29 @@ func (m *Meta) newProgressPrinter() *progressPrinter {
 	return &progressPrinter{out: m.Stdout, ui: m.Ui, tty: isTerminal(m.Stdout)}
 }
 
-func (p *progressPrinter) callback() func(operation.Progress) {
+func (p *progressPrinter) callback() func(execute.Event) {
 	if p == nil {
 		return nil
 	}
 	return p.event
 }
 
-func (p *progressPrinter) event(ev operation.Progress) {
+func (p *progressPrinter) event(ev execute.Event) {
+	verb := progressVerb(ev)
+	if verb == "" && ev.Err == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	addr := "group." + ev.Group
-	if ev.Err != nil || ev.Action == "error" {
+	addr := ev.Step.Object
+	if ev.Err != nil {
 		p.closeBar()
 		p.ui.Error(fmt.Sprintf("%s: Error: %v [%d/%d]", addr, ev.Err, ev.Done, ev.Total))
 		return
 	}
 	switch {
 	case ev.Total <= largeStep:
-		p.ui.Output(fmt.Sprintf("%s: %s [%d/%d]", addr, progressVerb(ev), ev.Done, ev.Total))
+		p.ui.Output(fmt.Sprintf("%s: %s [%d/%d]", addr, verb, ev.Done, ev.Total))
 	case p.tty:
 		if ev.Done < ev.Total && time.Since(p.drawn) < barRedraw {
 			return
@@ -341,7 +388,7 @@ func (p *progressPrinter) event(ev operation.Progress) {
 		if filled < barWidth {
 			bar += ">" + strings.Repeat(" ", barWidth-filled-1)
 		}
-		fmt.Fprintf(p.out, "\r%s: [%s] %d/%d", addr, bar, ev.Done, ev.Total)
+		fmt.Fprintf(p.out, "\r%s: %s [%s] %d/%d", addr, verb, bar, ev.Done, ev.Total)
 		p.drawn, p.barOpen = time.Now(), true
 		if ev.Done == ev.Total {
 			p.closeBar()
@@ -349,21 +396,36 @@ func (p *progressPrinter) event(ev operation.Progress) {
 	default:
 		every := max(ev.Total/10, 1)
 		if ev.Done%every == 0 || ev.Done == ev.Total {
-			p.ui.Output(fmt.Sprintf("%s: %s [%d/%d]", addr, progressVerb(ev), ev.Done, ev.Total))
+			p.ui.Output(fmt.Sprintf("%s: %s [%d/%d]", addr, verb, ev.Done, ev.Total))
 		}
 	}
 }
 
-func progressVerb(ev operation.Progress) string {
-	switch ev.Action {
-	case "create":
+// progressVerb says what a finished step did ("" for steps not shown: the
+// record of the intent, drains).
+func progressVerb(ev execute.Event) string {
+	s := ev.Step
+	switch s.Kind {
+	case plan.StepProvision:
 		return "Creating instance..."
-	case "destroy":
-		return fmt.Sprintf("Destroying instance %s...", ev.ID)
-	case operation.ActionWait:
+	case plan.StepAwait:
 		return "Waiting for new instances to run..."
+	case plan.StepDestroy:
+		return fmt.Sprintf("Destroying instance %s...", s.Instance)
+	case plan.StepRegister:
+		return fmt.Sprintf("Registering backends on %s...", s.LoadBalancer)
+	case plan.StepDeregister:
+		return fmt.Sprintf("Deregistering backend %s from %s...", s.Instance, s.LoadBalancer)
+	case plan.StepPublish, plan.StepRepublish:
+		return fmt.Sprintf("Publishing route %s:%d...", s.LoadBalancer, s.Route.LoadBalancerPort)
+	case plan.StepUnpublish:
+		return fmt.Sprintf("Unpublishing route %s:%d...", s.LoadBalancer, s.Route.LoadBalancerPort)
+	case plan.StepAuthorize:
+		return "Authorizing members..."
+	case plan.StepRevoke:
+		return fmt.Sprintf("Revoking the authorization of %s...", s.Instance)
 	}
-	return ev.Action + "..."
+	return ""
 }
 
 // closeBar ends a bar line left open (by an interrupt or an error).
@@ -420,37 +482,6 @@ Options:
 
   -f FILE              Also read FILE as a stack file. Repeatable.
 `)
-}
-
-// reportControllers prints what was done to load balancers and authorizers,
-// one line per ingress load balancer or enrollment, and returns the counts
-// for the "Apply complete!" line ("" when the stack has neither).
-func (m *Meta) reportControllers(p *plan.Plan, cr operation.ControllerResult) string {
-	for _, l := range cr.Lines {
-		m.Ui.Output(l)
-	}
-	if len(cr.Lines) > 0 {
-		m.Ui.Output("")
-	}
-	if cr.Empty() && (p == nil || len(p.Ingresses)+len(p.Enrollments) == 0) {
-		return ""
-	}
-	return controllerCounts(cr)
-}
-
-// controllerCounts is "; 3 routes published, 15 backends registered, 10
-// authorizations", with removals added when there are any.
-func controllerCounts(cr operation.ControllerResult) string {
-	routes := countOf(cr.Published-cr.Republished, "route") + " published"
-	if cr.Republished > 0 {
-		routes += fmt.Sprintf(", %d republished", cr.Republished)
-	}
-	s := fmt.Sprintf("; %s, %s registered, %s", routes,
-		countOf(cr.Registered, "backend"), countOf(cr.Authorized, "authorization"))
-	if cr.Unpublished+cr.Deregistered+cr.Revoked > 0 {
-		s += fmt.Sprintf("; %d unpublished, %d deregistered, %d revoked", cr.Unpublished, cr.Deregistered, cr.Revoked)
-	}
-	return s
 }
 
 func countOf(n int, noun string) string {

@@ -60,7 +60,7 @@ func (c *DestroyCommand) Run(args []string) int {
 			return 1
 		}
 	}
-	if c.reportUnknownGroups(files, p) {
+	if c.reportUnknown(files, p) {
 		return 1
 	}
 	if p.HasChanges() && !*autoApprove {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mitchellh/cli"
 
+	"github.com/infrakit/infrakit/internal/controller"
 	"github.com/infrakit/infrakit/internal/controller/enrollment"
 )
 
@@ -54,8 +55,14 @@ func (c *EnrollmentDescribeCommand) Run(args []string) int {
 		return 1
 	}
 	defer c.closeRunner(r)
-	v, freed, err := r.DescribeEnrollment(c.Context(), name)
+	objs, err := r.Enrollments().Describe(c.Context(), &controller.Metadata{Name: name})
 	if err != nil {
+		c.showError("Error describing the enrollment", err)
+		return 1
+	}
+	freed := objs[0].Freed
+	v := &enrollment.View{}
+	if err := json.Unmarshal(objs[0].State, v); err != nil {
 		c.showError("Error describing the enrollment", err)
 		return 1
 	}
@@ -134,14 +141,17 @@ func (c *EnrollmentFreeCommand) Run(args []string) int {
 		return 1
 	}
 	defer c.closeRunner(r)
-	res, err := r.FreeEnrollment(c.Context(), name)
-	c.reportControllerResult(res)
+	_, res, err := r.Enrollments().Free(c.Context(), &controller.Metadata{Name: name})
+	failed := c.reportGroupResult(res)
 	if err != nil {
 		c.showError("Error freeing the enrollment", err)
 		return 1
 	}
-	if res != nil && res.Revoked > 0 {
-		c.Ui.Output(fmt.Sprintf("Enrollment %q is free; it has destroy_on_free, so its %d authorizations were revoked. The next apply resumes it.", name, res.Revoked))
+	if failed {
+		return 1
+	}
+	if res != nil && res.Done.Revoke > 0 {
+		c.Ui.Output(fmt.Sprintf("Enrollment %q is free; it has destroy_on_free, so its %s were revoked. The next apply resumes it.", name, countOf(res.Done.Revoke, "authorization")))
 		return 0
 	}
 	c.Ui.Output(fmt.Sprintf("Enrollment %q is free: its authorizations are no longer synced and were left as they are. The next apply resumes it.", name))
@@ -188,13 +198,16 @@ func (c *EnrollmentDestroyCommand) Run(args []string) int {
 		return 1
 	}
 	defer c.closeRunner(r)
-	res, err := r.DestroyEnrollment(c.Context(), name)
-	c.reportControllerResult(res)
+	res, err := r.Enrollments().Destroy(c.Context(), &controller.Metadata{Name: name})
+	failed := c.reportGroupResult(res)
 	if err != nil {
 		c.showError("Error destroying the enrollment", err)
 		return 1
 	}
-	c.Ui.Output(fmt.Sprintf("Enrollment %q destroyed: %d authorizations revoked.", name, res.Revoked))
+	c.Ui.Output(fmt.Sprintf("Enrollment %q destroyed: %s revoked.", name, countOf(res.Done.Revoke, "authorization")))
+	if failed {
+		return 1
+	}
 	return 0
 }
 

@@ -12,10 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/mitchellh/cli"
 
+	"github.com/infrakit/infrakit/internal/controller"
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/execute"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/tags"
 	"github.com/infrakit/infrakit/sdk/flavor"
@@ -215,7 +216,7 @@ type groupRunnerOptions struct {
 	files       []string
 	lockTimeout time.Duration
 	parallelism int
-	progress    func(operation.Progress)
+	progress    func(execute.Event)
 }
 
 // groupRunner starts an operation.Runner for a group verb. Close it.
@@ -231,33 +232,51 @@ func (m *Meta) groupRunner(o groupRunnerOptions) (*operation.Runner, error) {
 	})
 }
 
-// reportGroupFailures shows each failed provider call of res as an error
-// diagnostic, as apply does (at most maxFailuresShown of them), and reports
-// whether there were any.
-func (m *Meta) reportGroupFailures(res *operation.ApplyResult) bool {
-	if res != nil {
-		for _, l := range res.Controllers.Lines { // the ingresses and enrollments that followed the group
-			m.Ui.Output(l)
-		}
-	}
-	if res == nil || len(res.Failed) == 0 {
+// reportGroupResult shows what a group verb did to the ingresses and
+// enrollments that follow the group, and each failed step as an error
+// diagnostic (as apply does); it reports whether a step failed.
+func (m *Meta) reportGroupResult(res *controller.Result) bool {
+	if res == nil {
 		return false
 	}
-	var diags hcl.Diagnostics
-	for i, f := range res.Failed {
-		if i == maxFailuresShown {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
-				Summary: fmt.Sprintf("%d more instance operations failed", len(res.Failed)-maxFailuresShown)})
-			break
-		}
-		summary := fmt.Sprintf("group.%s: instance operation failed", f.Group)
-		if f.ID != "" {
-			summary = fmt.Sprintf("group.%s: instance %s", f.Group, f.ID)
-		}
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: f.Err.Error()})
+	m.showFailures(res)
+	return len(res.Failed) > 0
+}
+
+// followerPhrase is "; 2 backends registered, 1 authorization made" for
+// what a verb did to load balancers and authorizations ("" when nothing).
+func followerPhrase(res *controller.Result) string {
+	if res == nil || res.Done.Followers() == 0 {
+		return ""
 	}
-	m.ShowDiagnostics(nil, diags)
-	return true
+	full := res.Done.DonePhrase(true)
+	_, tail, _ := strings.Cut(full, "; ")
+	return "; " + tail
+}
+
+// groupViews asks the groups controller for the views of every group, or
+// of the named ones in the order named, with what is known of those that
+// failed and the errors joined.
+func (m *Meta) groupViews(r *operation.Runner, names []string) ([]operation.GroupView, error) {
+	var metas []*controller.Metadata
+	if len(names) == 0 {
+		metas = []*controller.Metadata{nil}
+	}
+	for _, n := range names {
+		metas = append(metas, &controller.Metadata{Name: n})
+	}
+	var out []operation.GroupView
+	var errs []error
+	for _, meta := range metas {
+		objs, err := r.Groups().Describe(m.Context(), meta)
+		errs = append(errs, err)
+		for _, o := range objs {
+			if v, verr := operation.GroupViewOf(o); verr == nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // parseGroupArgs parses args for a group verb that takes NAME and then
@@ -354,19 +373,7 @@ func (c *GroupListCommand) Run(args []string) int {
 // listGroups returns every group, or the named ones in the order named,
 // with what is known of those that failed and the errors joined.
 func (c *GroupListCommand) listGroups(r *operation.Runner, names []string) ([]operation.GroupView, error) {
-	if len(names) == 0 {
-		return r.Groups(c.Context())
-	}
-	out := make([]operation.GroupView, 0, len(names))
-	var errs []error
-	for _, name := range names {
-		v, err := r.Group(c.Context(), name)
-		if v != nil {
-			out = append(out, *v)
-		}
-		errs = append(errs, err)
-	}
-	return out, errors.Join(errs...)
+	return c.groupViews(r, names)
 }
 
 // Synopsis is the one-line description in `infrakit group -help`.
@@ -418,11 +425,12 @@ func (c *GroupDescribeCommand) Run(args []string) int {
 	}
 	defer c.closeRunner(r)
 
-	v, err := r.Group(c.Context(), name)
-	if err != nil {
+	views, err := c.groupViews(r, []string{name})
+	if err != nil || len(views) != 1 {
 		c.showError("Error describing the group", err)
 		return 1
 	}
+	v := &views[0]
 	if *jsonOut {
 		if err := c.WriteJSON(newGroupJSON(*v)); err != nil {
 			c.Ui.Error(err.Error())
@@ -510,14 +518,15 @@ func (c *GroupScaleCommand) Run(args []string) int {
 	if size < 0 {
 		return c.printSize(r, name)
 	}
-	res, err := r.Scale(c.Context(), name, size)
+	res, err := r.Groups().SetSize(c.Context(), name, size)
 	progress.finish()
-	failed := c.reportGroupFailures(res)
+	failed := c.reportGroupResult(res)
 	if err != nil {
 		c.showError("Error scaling the group", err)
 		return 1
 	}
-	c.Ui.Output(fmt.Sprintf("Group %q scaled to %d: %d created, %d destroyed.", name, size, res.Created, res.Destroyed))
+	c.Ui.Output(fmt.Sprintf("Group %q scaled to %d: %d created, %d destroyed%s.", name, size,
+		res.Done.Add+res.Done.Replace, res.Done.Destroy, followerPhrase(res)))
 	if failed {
 		return 1
 	}
@@ -528,21 +537,16 @@ func (c *GroupScaleCommand) Run(args []string) int {
 // size of cattle, the number of logical IDs of pets. Nothing else goes to
 // stdout, so scripts can read it.
 func (c *GroupScaleCommand) printSize(r *operation.Runner, name string) int {
-	doc, err := r.State(c.Context())
+	n, err := r.Groups().Size(c.Context(), name)
+	if errors.Is(err, controller.ErrNotFound) {
+		c.showError("No such group", err)
+		return 1
+	}
 	if err != nil {
 		c.showError("Error reading the state", err)
 		return 1
 	}
-	if doc == nil || doc.Stack == nil || doc.Stack.Group(name) == nil {
-		c.showError("No such group", fmt.Errorf("group %q is not in the state: apply the stack first, or see `infrakit group ls`", name))
-		return 1
-	}
-	g := doc.Stack.Group(name)
-	if g.Size == nil {
-		c.Ui.Output(strconv.Itoa(len(g.LogicalIDs)))
-		return 0
-	}
-	c.Ui.Output(strconv.Itoa(*g.Size))
+	c.Ui.Output(strconv.Itoa(n))
 	return 0
 }
 
@@ -614,14 +618,14 @@ func (c *GroupDestroyInstancesCommand) Run(args []string) int {
 	}
 	defer c.closeRunner(r)
 
-	res, err := r.DestroyInstances(c.Context(), name, ids)
+	res, err := r.Groups().DestroyInstances(c.Context(), name, ids)
 	progress.finish()
-	failed := c.reportGroupFailures(res)
+	failed := c.reportGroupResult(res)
 	if err != nil {
 		c.showError("Error destroying instances", err)
 		return 1
 	}
-	c.Ui.Output(fmt.Sprintf("Destroyed %d of the %d instances named in group %q.", res.Destroyed, len(ids), name))
+	c.Ui.Output(fmt.Sprintf("Destroyed %d of the %d instances named in group %q%s.", res.Done.Destroy, len(ids), name, followerPhrase(res)))
 	if failed {
 		return 1
 	}
@@ -677,7 +681,7 @@ func (c *GroupFreeCommand) Run(args []string) int {
 	}
 	defer c.closeRunner(r)
 
-	if err := r.FreeGroup(c.Context(), name); err != nil {
+	if _, _, err := r.Groups().Free(c.Context(), &controller.Metadata{Name: name}); err != nil {
 		c.showError("Error freeing the group", err)
 		return 1
 	}
@@ -746,11 +750,12 @@ func (c *GroupDestroyCommand) Run(args []string) int {
 	defer c.closeRunner(r)
 
 	if !*autoApprove {
-		v, err := r.Group(c.Context(), name)
-		if err != nil {
+		views, err := c.groupViews(r, []string{name})
+		if err != nil || len(views) != 1 {
 			c.showError("Error destroying the group", err)
 			return 1
 		}
+		v := views[0]
 		// The same question apply and destroy ask; "yes" alone approves.
 		if err := c.approve(fmt.Sprintf("Do you really want to destroy group %q?", name),
 			fmt.Sprintf("infrakit will destroy all %d of its instances and remove the group from the state. There is no undo.",
@@ -759,14 +764,14 @@ func (c *GroupDestroyCommand) Run(args []string) int {
 			return 1
 		}
 	}
-	res, err := r.DestroyGroup(c.Context(), name)
+	res, err := r.Groups().Destroy(c.Context(), &controller.Metadata{Name: name})
 	progress.finish()
-	failed := c.reportGroupFailures(res)
+	failed := c.reportGroupResult(res)
 	if err != nil {
 		c.showError("Error destroying the group", err)
 		return 1
 	}
-	c.Ui.Output(fmt.Sprintf("Group %q destroyed: %d instances destroyed.", name, res.Destroyed))
+	c.Ui.Output(fmt.Sprintf("Group %q destroyed: %s%s.", name, countOf(res.Done.Destroy, "instance")+" destroyed", followerPhrase(res)))
 	if failed {
 		return 1
 	}

@@ -29,19 +29,22 @@ func (c *GroupStopUpdateCommand) Run(args []string) int {
 	}
 	defer c.closeRunner(r)
 
-	if err := r.StopUpdate(c.Context(), name); err != nil {
+	if err := r.Groups().StopUpdate(c.Context(), name); err != nil {
 		c.showError("Error stopping the rolling update", err)
 		return 1
 	}
 	msg := fmt.Sprintf("The rolling update of group %q is stopped: no more of its instances are replaced until the next \"infrakit apply\".", name)
-	v, err := r.Group(c.Context(), name)
+	views, err := c.groupViews(r, []string{name})
+	if err == nil && len(views) != 1 {
+		err = fmt.Errorf("group %q: not described", name)
+	}
 	if err != nil {
 		// The mark is stored; only the progress report failed.
 		c.Ui.Output(msg)
 		c.Ui.Warn(fmt.Sprintf("Warning: could not observe the group: %s", err))
 		return 0
 	}
-	outdated, total := rollProgress(*v)
+	outdated, total := rollProgress(views[0])
 	if outdated == 0 {
 		msg += fmt.Sprintf("\nAll %d of its instances are up to date: there was no roll in progress.", total)
 	} else {

@@ -1,14 +1,15 @@
 package command
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/mitchellh/cli"
 
+	"github.com/infrakit/infrakit/internal/controller"
 	"github.com/infrakit/infrakit/internal/controller/ingress"
-	"github.com/infrakit/infrakit/internal/operation"
 )
 
 // IngressCommand is the parent of the `infrakit ingress` verbs.
@@ -62,13 +63,18 @@ func (c *IngressDescribeCommand) Run(args []string) int {
 		return 1
 	}
 	defer c.closeRunner(r)
-	v, err := r.DescribeIngress(c.Context(), name)
+	objs, err := r.Ingresses().Describe(c.Context(), &controller.Metadata{Name: name})
 	if err != nil {
 		c.showError("Error describing the ingress", err)
 		return 1
 	}
+	v := ingressJSON{Ingress: name, Freed: objs[0].Freed, LoadBalancers: []ingress.View{}}
+	if err := json.Unmarshal(objs[0].State, &v.LoadBalancers); err != nil {
+		c.showError("Error describing the ingress", err)
+		return 1
+	}
 	if *jsonOut {
-		out := ingressJSON{Ingress: v.Name, Freed: v.Freed, LoadBalancers: append([]ingress.View{}, v.LoadBalancers...)}
+		out := v
 		if err := c.WriteJSON(out); err != nil {
 			return 1
 		}
@@ -78,7 +84,7 @@ func (c *IngressDescribeCommand) Run(args []string) int {
 	if v.Freed {
 		status = "free (not synced until the next apply)"
 	}
-	c.Ui.Output(fmt.Sprintf("Ingress %q: %s", v.Name, status))
+	c.Ui.Output(fmt.Sprintf("Ingress %q: %s", v.Ingress, status))
 	for _, lb := range v.LoadBalancers {
 		c.Ui.Output(fmt.Sprintf("\nLoad balancer %q: %s, %s", lb.LoadBalancer, countOf(len(lb.Routes), "route"), countOf(len(lb.Backends), "backend")))
 		tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
@@ -135,7 +141,7 @@ func (c *IngressFreeCommand) Run(args []string) int {
 		return 1
 	}
 	defer c.closeRunner(r)
-	if err := r.FreeIngress(c.Context(), name); err != nil {
+	if _, _, err := r.Ingresses().Free(c.Context(), &controller.Metadata{Name: name}); err != nil {
 		c.showError("Error freeing the ingress", err)
 		return 1
 	}
@@ -183,23 +189,18 @@ func (c *IngressDestroyCommand) Run(args []string) int {
 		return 1
 	}
 	defer c.closeRunner(r)
-	res, err := r.DestroyIngress(c.Context(), name)
-	c.reportControllerResult(res)
+	res, err := r.Ingresses().Destroy(c.Context(), &controller.Metadata{Name: name})
+	failed := c.reportGroupResult(res)
 	if err != nil {
 		c.showError("Error destroying the ingress", err)
 		return 1
 	}
-	c.Ui.Output(fmt.Sprintf("Ingress %q destroyed: %d routes unpublished, %d backends deregistered.", name, res.Unpublished, res.Deregistered))
+	c.Ui.Output(fmt.Sprintf("Ingress %q destroyed: %s unpublished, %s deregistered.", name,
+		countOf(res.Done.Unpublish, "route"), countOf(res.Done.Deregister, "backend")))
+	if failed {
+		return 1
+	}
 	return 0
-}
-
-func (m *Meta) reportControllerResult(res *operation.ControllerResult) {
-	if res == nil {
-		return
-	}
-	for _, l := range res.Lines {
-		m.Ui.Output(l)
-	}
 }
 
 // Synopsis is the one-line description in `infrakit ingress -help`.

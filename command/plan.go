@@ -13,6 +13,7 @@ import (
 	"github.com/mitchellh/cli"
 
 	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/execute"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/plan"
 )
@@ -42,7 +43,7 @@ func (m *Meta) stackFlagSet(name string) (*flag.FlagSet, *stackFlags) {
 }
 
 // runner starts an operation.Runner over the working directory.
-func (m *Meta) runner(op string, sf *stackFlags, progress func(operation.Progress)) (*operation.Runner, error) {
+func (m *Meta) runner(op string, sf *stackFlags, progress func(execute.Event)) (*operation.Runner, error) {
 	return operation.New(m.Context(), operation.Options{
 		WorkDir:     m.WorkDir,
 		ExtraFiles:  m.stackFilePaths(*sf.files),
@@ -104,7 +105,7 @@ func (c *PlanCommand) Run(args []string) int {
 			c.Ui.Output(fmt.Sprintf("\nSaved the plan to: %s\n\nTo perform exactly these actions, run:\n  infrakit apply %s", *out, *out))
 		}
 	}
-	if c.reportUnknownGroups(files, p) {
+	if c.reportUnknown(files, p) {
 		return 1
 	}
 	if *detailed && p.HasChanges() {
@@ -140,17 +141,27 @@ func (m *Meta) makePlan(r *operation.Runner, destroy bool) (*plan.Plan, map[stri
 	return p, files, true
 }
 
-// reportUnknownGroups shows an error for each group that could not be
-// observed and reports whether there was any.
-func (m *Meta) reportUnknownGroups(files map[string]*hcl.File, p *plan.Plan) bool {
+// reportUnknown shows an error for each object that could not be observed
+// and reports whether there was any.
+func (m *Meta) reportUnknown(files map[string]*hcl.File, p *plan.Plan) bool {
 	var diags hcl.Diagnostics
+	add := func(kind, name, detail string) {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
+			Summary: fmt.Sprintf("%s %q could not be observed", kind, name), Detail: detail})
+	}
 	for _, g := range p.Groups {
 		if g.Action == plan.ActionUnknown {
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  fmt.Sprintf("Group %q could not be observed", g.Group),
-				Detail:   g.Error,
-			})
+			add("Group", g.Group, g.Error)
+		}
+	}
+	for _, c := range p.Ingresses {
+		if c.Action == plan.ActionUnknown {
+			add("Ingress", c.Ingress, c.Error)
+		}
+	}
+	for _, c := range p.Enrollments {
+		if c.Action == plan.ActionUnknown {
+			add("Enrollment", c.Enrollment, c.Error)
 		}
 	}
 	m.ShowDiagnostics(files, diags)

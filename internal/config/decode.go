@@ -16,7 +16,7 @@ import (
 // Body schemas, read-only.
 var (
 	groupSchema = &hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "size"}, {Name: "logical_ids"}, {Name: "tags"}},
+		Attributes: []hcl.AttributeSchema{{Name: "size"}, {Name: "logical_ids"}, {Name: "tags"}, {Name: "drain_delay"}},
 		Blocks:     []hcl.BlockHeaderSchema{{Type: "instance"}, {Type: "flavor"}, {Type: "update"}, {Type: "health"}},
 	}
 	instanceSchema = &hcl.BodySchema{
@@ -60,7 +60,7 @@ var (
 )
 
 // decodeProvider decodes and declares a provider block. Its attributes other
-// than alias are the provider's configuration.
+// than alias and parallelism are the provider's configuration.
 func (l *loader) decodeProvider(b *hcl.Block) {
 	p := &Provider{Name: b.Labels[0], DeclRange: b.DefRange}
 	if !l.checkName(b, true) {
@@ -94,6 +94,12 @@ func (l *loader) decodeProvider(b *hcl.Block) {
 			p.Alias = alias
 			continue
 		}
+		if name == "parallelism" {
+			if n, ok := l.intAttr(a, 1, maxInt, true); ok {
+				p.Parallelism = n
+			}
+			continue
+		}
 		v, vd := a.Expr.Value(nil)
 		l.diags = append(l.diags, vd...)
 		if !vd.HasErrors() {
@@ -123,10 +129,11 @@ func (l *loader) decodeProvider(b *hcl.Block) {
 
 func (l *loader) decodeGroup(b *hcl.Block) *Group {
 	g := &Group{
-		Name:      b.Labels[0],
-		Update:    DefaultUpdatePolicy(),
-		Health:    DefaultHealthPolicy(),
-		DeclRange: b.DefRange,
+		Name:       b.Labels[0],
+		Update:     DefaultUpdatePolicy(),
+		Health:     DefaultHealthPolicy(),
+		DrainDelay: DefaultDrainDelay,
+		DeclRange:  b.DefRange,
 	}
 	content, d := b.Body.Content(groupSchema)
 	l.diags = append(l.diags, d...)
@@ -136,6 +143,11 @@ func (l *loader) decodeGroup(b *hcl.Block) *Group {
 	l.decodeAllocation(g, b, content, !d.HasErrors())
 	if a := content.Attributes["tags"]; a != nil {
 		g.Tags = l.userTags(a)
+	}
+	if a := content.Attributes["drain_delay"]; a != nil {
+		if v, ok := l.durationAttr(a, 0); ok {
+			g.DrainDelay = v
+		}
 	}
 
 	blocks := content.Blocks.ByType()

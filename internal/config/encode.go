@@ -25,6 +25,9 @@ func (s *Stack) MarshalHCL() ([]byte, error) {
 		if p.Alias != "" {
 			b.SetAttributeValue("alias", cty.StringVal(p.Alias))
 		}
+		if p.Parallelism > 0 {
+			b.SetAttributeValue("parallelism", cty.NumberIntVal(int64(p.Parallelism)))
+		}
 		if err := setObjectAttributes(b, p.Config); err != nil {
 			return nil, fmt.Errorf("provider %q: config: %w", p.Key(), err)
 		}
@@ -109,6 +112,9 @@ func encodeGroup(b *hclwrite.Body, g *Group) error {
 		if g.Update.HealthTimeout != def.HealthTimeout {
 			u.SetAttributeValue("health_timeout", cty.StringVal(shortDuration(g.Update.HealthTimeout)))
 		}
+	}
+	if g.DrainDelay != DefaultDrainDelay {
+		b.SetAttributeValue("drain_delay", cty.StringVal(shortDuration(g.DrainDelay)))
 	}
 	if def := DefaultHealthPolicy(); g.Health != def {
 		h := b.AppendNewBlock("health", nil).Body()

@@ -109,7 +109,7 @@ func genStack() *rapid.Generator[*config.Stack] {
 		provider := rapid.SampledFrom(keys)
 
 		for _, name := range rapid.SliceOfNDistinct(genIdent(), 0, 3, rapid.ID[string]).Draw(t, "groups") {
-			g := &config.Group{Name: name, Update: config.DefaultUpdatePolicy(), Health: config.DefaultHealthPolicy()}
+			g := &config.Group{Name: name, Update: config.DefaultUpdatePolicy(), Health: config.DefaultHealthPolicy(), DrainDelay: config.DefaultDrainDelay}
 			if rapid.Bool().Draw(t, "pets") {
 				g.LogicalIDs = rapid.SliceOfNDistinct(genText().Filter(func(s string) bool { return s != "" }), 1, 3, rapid.ID[string]).Draw(t, "ids")
 			} else {

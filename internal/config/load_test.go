@@ -19,6 +19,7 @@ func e2eModel() *config.Stack {
 	defaults := func(g *config.Group) *config.Group {
 		g.Update = config.UpdatePolicy{MaxParallel: 1, MaxUnavailable: 0, HealthTimeout: config.Duration(5 * time.Minute)}
 		g.Health = config.HealthPolicy{Grace: config.Duration(30 * time.Second), ReplaceUnhealthy: true}
+		g.DrainDelay = config.DefaultDrainDelay
 		return g
 	}
 	route := func(port int, cert string) config.Route {
@@ -126,6 +127,7 @@ func TestLoadPets(t *testing.T) {
 			Flavors:    []config.Plugin{{Provider: "vanilla", Properties: raw(`{"init":["systemctl start postgresql"]}`)}},
 			Update:     config.UpdatePolicy{MaxParallel: 1, MaxUnavailable: 0, HealthTimeout: config.Duration(10 * time.Minute)},
 			Health:     config.HealthPolicy{Grace: config.Duration(2 * time.Minute), ReplaceUnhealthy: true, MaxReplacementsPerHour: 2},
+			DrainDelay: config.DefaultDrainDelay,
 		}},
 	}
 	assertSameModel(t, clearSource(st), want)

@@ -96,6 +96,9 @@ type Provider struct {
 	Alias string `json:"alias,omitempty"`
 	// Config holds the block's other attributes as a JSON object (may be empty).
 	Config json.RawMessage `json:"config,omitempty"`
+	// Parallelism bounds the calls in flight to this provider process
+	// (0: only -parallelism bounds them).
+	Parallelism int `json:"parallelism,omitempty"`
 
 	DeclRange hcl.Range `json:"-"`
 }
@@ -121,9 +124,17 @@ type Group struct {
 	Flavors []Plugin     `json:"flavors"`
 	Update  UpdatePolicy `json:"update"`
 	Health  HealthPolicy `json:"health"`
+	// DrainDelay is how long a member that leaves waits, once it is
+	// deregistered from its load balancers, before it is drained and
+	// destroyed, so that requests in flight finish.
+	DrainDelay Duration `json:"drain_delay"`
 
 	DeclRange hcl.Range `json:"-"`
 }
+
+// DefaultDrainDelay is the drain_delay of a group that sets none: a few
+// seconds, enough for requests in flight through a load balancer to finish.
+const DefaultDrainDelay = Duration(3 * time.Second)
 
 // Allocation is how the group is sized, as the flavor SPI takes it.
 func (g *Group) Allocation() flavor.Allocation {

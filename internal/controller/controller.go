@@ -1,21 +1,25 @@
-// Package controller defines the Controller interface: how the core manages
-// one kind of object of a stack (groups, ingresses, enrollments).
+// Package controller defines how the CLI's object verbs (and, served over
+// HTTP, a remote client's) reach the objects of a stack: the Controller
+// interface of the design, one per kind of object (groups, ingresses,
+// enrollments), and Group, which adds the verbs of groups.
 //
-// A controller is written as observe → diff → act. The diff is a pure
-// function that its sub-package exposes on its own (group.Decide, for
-// instance) so it can be tested with tables and properties without any
-// provider running; the Controller methods wrap that function with the
-// observing and acting, which go through the SPI (sdk/instance, sdk/flavor,
-// ...), never through go-plugin directly.
-//
-// Everything a controller returns is data — a Spec, an Object, a Change —
-// that can be printed, compared in tests and encoded as JSON.
+// Every verb that acts does so the one way infrakit acts: it computes a
+// plan (package plan) for the object and hands it to the executor
+// (package execute), under the state lock; a verb's Result is that plan
+// and what its execution did. The sub-packages hold each kind's pure
+// decisions (group.Decide, ingress.Diff, enrollment.Diff), which the
+// planner calls; they act on nothing themselves.
 package controller
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/infrakit/infrakit/internal/execute"
+	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/sdk/instance"
 )
 
 // Operation is what Plan and Commit are asked to do with a spec.
@@ -35,9 +39,9 @@ func (op Operation) Valid() bool { return op == Enforce || op == Destroy }
 
 // Kinds of objects, the Spec.Kind values.
 const (
-	KindGroup      = "group"
-	KindIngress    = "ingress"
-	KindEnrollment = "enrollment"
+	KindGroup      = plan.KindGroup
+	KindIngress    = plan.KindIngress
+	KindEnrollment = plan.KindEnrollment
 )
 
 // Metadata names an object; as an argument it selects objects, and a nil
@@ -60,64 +64,101 @@ type Spec struct {
 // String is "kind.name", the address users see in plans and errors.
 func (s Spec) String() string { return s.Kind + "." + s.Metadata.Name }
 
-// Object is an object as the controller sees it: the spec it enforces and
-// what it observed, in a JSON shape its kind defines (a group's members).
+// Object is an object as the controller sees it: its spec, and what was
+// observed of it, in a JSON shape its kind defines (a group's members, an
+// ingress's routes and backends, an enrollment's authorizations).
 type Object struct {
 	Spec  Spec            `json:"spec"`
+	Freed bool            `json:"freed,omitempty"`
 	State json.RawMessage `json:"state,omitempty"`
 }
 
-// Change is what a Commit of an operation and spec would do to one object.
-type Change struct {
-	Kind      string    `json:"kind"`
-	Name      string    `json:"name"`
-	Operation Operation `json:"operation"`
-	// Steps are the single actions, in the order Commit would take them.
-	Steps []Step `json:"steps,omitempty"`
+// Result is what a verb that acts did: the plan it made and what executing
+// it did.
+type Result struct {
+	Plan *plan.Plan `json:"plan"`
+	// Done counts the steps done, with the fields of the plan's Summary.
+	Done plan.Counts `json:"done"`
+	// Failed are the steps that failed; Skipped and NotRun count those
+	// that waited for a failed one, and those an interrupt kept from
+	// starting.
+	Failed  []execute.Failure `json:"-"`
+	Skipped int               `json:"skipped,omitempty"`
+	NotRun  int               `json:"not_run,omitempty"`
 }
 
-// Empty reports whether committing would do nothing.
-func (c Change) Empty() bool { return len(c.Steps) == 0 }
-
-// Step is one action on one target of an object.
-type Step struct {
-	// Action is a verb in plan vocabulary: "create", "destroy", "replace",
-	// "update", "register", "deregister", "authorize", "revoke".
-	Action string `json:"action"`
-	// Target is what the step acts on: an instance ID, a logical ID, a backend.
-	Target string `json:"target,omitempty"`
-	// Reason says why, when it is not obvious from Action ("scale-down").
-	Reason string `json:"reason,omitempty"`
-}
-
-// String renders a step as "action target (reason)".
-func (s Step) String() string {
-	out := s.Action
-	if s.Target != "" {
-		out += " " + s.Target
+// Err joins the failures into one error (nil without any).
+func (r *Result) Err() error {
+	if r == nil {
+		return nil
 	}
-	if s.Reason != "" {
-		out += fmt.Sprintf(" (%s)", s.Reason)
+	errs := make([]error, 0, len(r.Failed))
+	for _, f := range r.Failed {
+		errs = append(errs, f)
 	}
-	return out
+	return errors.Join(errs...)
 }
 
 // Controller manages the objects of one kind. Every method takes a context
 // that bounds the provider calls it makes.
 type Controller interface {
 	// Plan returns what Commit(ctx, op, spec) would do, changing nothing.
-	Plan(ctx context.Context, op Operation, spec Spec) (Change, error)
-	// Commit makes it so and returns the object as it now stands. Commit of
-	// Enforce may return before the object has converged (instances still
-	// pending); later commits, or a watch, finish the job.
-	Commit(ctx context.Context, op Operation, spec Spec) (Object, error)
+	Plan(ctx context.Context, op Operation, spec Spec) (*plan.Plan, error)
+	// Commit makes it so (Enforce stores spec as the object's and
+	// converges it, resuming it if it was freed; Destroy removes it and
+	// what it made) and returns what was done.
+	Commit(ctx context.Context, op Operation, spec Spec) (*Result, error)
 	// Describe observes the selected objects.
 	Describe(ctx context.Context, meta *Metadata) ([]Object, error)
-	// Free stops managing the selected objects and touches nothing: their
-	// instances keep running until a later Commit resumes management.
-	Free(ctx context.Context, meta *Metadata) ([]Object, error)
-	// Destroy removes the selected objects and everything they created.
-	Destroy(ctx context.Context, meta *Metadata) ([]Object, error)
-	// Spec returns the specs of every object currently managed.
+	// Free stops managing the selected objects and touches nothing (an
+	// enrollment with destroy_on_free revokes its authorizations): a
+	// later apply resumes them.
+	Free(ctx context.Context, meta *Metadata) ([]Object, *Result, error)
+	// Destroy removes the selected objects and everything they made.
+	Destroy(ctx context.Context, meta *Metadata) (*Result, error)
+	// Spec returns the specs of every object managed.
 	Spec(ctx context.Context) ([]Spec, error)
+}
+
+// Group is the Controller of groups, with the verbs the CLI exposes for a
+// group.
+type Group interface {
+	Controller
+	// Size is the number of members group name should have: its size for
+	// cattle, the number of logical IDs for pets.
+	Size(ctx context.Context, name string) (int, error)
+	// SetSize sets the size of cattle and converges the group to it
+	// (creates or destroys members, with their backends and
+	// authorizations); pets are sized by their logical IDs and refused.
+	SetSize(ctx context.Context, name string, n int) (*Result, error)
+	// DestroyInstances destroys the given live members; the size of cattle
+	// shrinks by as many. An ID that is no live member is refused, and
+	// nothing is destroyed.
+	DestroyInstances(ctx context.Context, name string, ids []instance.ID) (*Result, error)
+	// StopUpdate halts the group's rolling update until the next apply.
+	StopUpdate(ctx context.Context, name string) error
+}
+
+// ErrNotFound is matched (errors.Is) by the error for an object the state
+// does not know.
+var ErrNotFound = errors.New("not in the state")
+
+// ErrFreed is matched (errors.Is) by the error of a verb refused because
+// the object is freed.
+var ErrFreed = errors.New("is free (not managed)")
+
+// Freed is the one refusal of every verb that would act on a freed object:
+// only apply (which resumes it) and destroy (asked explicitly) act on one.
+func Freed(kind, name string) error {
+	return fmt.Errorf("%s %q %w: run \"infrakit apply\" to manage it again, or \"infrakit %s destroy %s\" to destroy it",
+		kind, name, ErrFreed, kind, name)
+}
+
+// NotFound is the error of a verb naming an object the state does not know.
+func NotFound(kind, name string) error {
+	hint := "apply the stack first"
+	if kind == KindGroup {
+		hint += ", or see `infrakit group ls`"
+	}
+	return fmt.Errorf("%s %q is %w (%s)", kind, name, ErrNotFound, hint)
 }

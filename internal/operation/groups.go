@@ -3,24 +3,50 @@ package operation
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
-	"sync"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller"
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
 // ErrNoGroup is matched (errors.Is) by the error for a group the state does not know.
-var ErrNoGroup = errors.New("no such group")
+var ErrNoGroup = controller.ErrNotFound
 
-func noGroup(name string) error {
-	return fmt.Errorf("group %q: %w in the state (apply the stack first, or see `infrakit group ls`)", name, ErrNoGroup)
+// GroupView is a group as the providers report it now: the State of its
+// controller.Object.
+type GroupView struct {
+	Name string `json:"name"`
+	// Size is the desired size of cattle (nil for pets).
+	Size       *int `json:"size,omitempty"`
+	Freed      bool `json:"freed,omitempty"`
+	Destroying bool `json:"destroying,omitempty"`
+	// ConfigHash is the configuration hash members should carry; members
+	// with another are out of date (empty when the configuration is not in
+	// the state).
+	ConfigHash string `json:"config_hash,omitempty"`
+	// UpdateStopped is set after `group stop-update`, until the next apply.
+	UpdateStopped bool `json:"update_stopped,omitempty"`
+	// Instances are the live members (terminating ones left out), by ID,
+	// with their health.
+	Instances []group.Member `json:"instances"`
+	// Tags of each member, by ID.
+	Tags map[instance.ID]map[string]string `json:"tags,omitempty"`
 }
+
+// groups is the controller.Group of a runner's stack.
+type groups struct{ r *Runner }
+
+var _ controller.Group = groups{}
 
 // groupNames lists the groups of doc: the stored stack's in order, then the
 // others the state records, by name.
@@ -39,65 +65,73 @@ func groupNames(doc *state.Document) []string {
 			rest = append(rest, name)
 		}
 	}
-	sort.Strings(rest)
+	slices.Sort(rest)
 	return append(names, rest...)
 }
 
-// storedGroup returns a group's stored configuration and the stack name its
-// members are tagged with.
-func storedGroup(doc *state.Document, name string) (*config.Group, string) {
+func storedGroup(doc *state.Document, name string) *config.Group {
 	if doc.Stack == nil {
-		return nil, ""
+		return nil
 	}
-	return doc.Stack.Group(name), doc.Stack.Name
+	return doc.Stack.Group(name)
 }
 
-func (r *Runner) groups(ctx context.Context) ([]GroupView, error) {
-	doc, err := r.store.Read(ctx)
+// Describe observes the selected groups (every one in the state when meta
+// is nil), members with health, up to Parallelism at once.
+func (g groups) Describe(ctx context.Context, meta *controller.Metadata) ([]controller.Object, error) {
+	doc, err := g.r.store.Read(ctx)
 	if err != nil {
 		return nil, err
 	}
 	names := groupNames(doc)
-	views := make([]GroupView, len(names))
-	errs := make([]error, len(names))
-	sem := make(chan struct{}, r.opts.Parallelism)
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			v, err := r.view(ctx, doc, name)
-			if v != nil {
-				views[i] = *v
-			}
-			errs[i] = err
-		}()
+	if meta != nil {
+		if storedGroup(doc, meta.Name) == nil && doc.Groups[meta.Name] == nil {
+			return nil, controller.NotFound(controller.KindGroup, meta.Name)
+		}
+		names = []string{meta.Name}
 	}
-	wg.Wait()
-	return views, errors.Join(errs...)
+	objs := make([]controller.Object, len(names))
+	errs := make([]error, len(names))
+	eg := &errgroup.Group{}
+	eg.SetLimit(g.r.opts.Parallelism)
+	for i, name := range names {
+		eg.Go(func() error {
+			v, err := g.r.view(ctx, doc, name)
+			objs[i], errs[i] = groupObject(doc, v), err
+			return nil
+		})
+	}
+	_ = eg.Wait()
+	return objs, errors.Join(errs...)
 }
 
-func (r *Runner) group(ctx context.Context, name string) (*GroupView, error) {
-	doc, err := r.store.Read(ctx)
-	if err != nil {
-		return nil, err
+func groupObject(doc *state.Document, v *GroupView) controller.Object {
+	obj := controller.Object{Spec: controller.Spec{Kind: controller.KindGroup, Metadata: controller.Metadata{Name: v.Name}}, Freed: v.Freed}
+	if cfg := storedGroup(doc, v.Name); cfg != nil {
+		obj.Spec.Metadata.Tags = cfg.Tags
+		obj.Spec.Properties, _ = json.Marshal(cfg)
 	}
-	if cfg, _ := storedGroup(doc, name); cfg == nil && doc.Groups[name] == nil {
-		return nil, noGroup(name)
+	obj.State, _ = json.Marshal(v)
+	return obj
+}
+
+// GroupViewOf decodes the State of a group's Object.
+func GroupViewOf(obj controller.Object) (GroupView, error) {
+	var v GroupView
+	if err := json.Unmarshal(obj.State, &v); err != nil {
+		return v, fmt.Errorf("group %q: decode state: %w", obj.Spec.Metadata.Name, err)
 	}
-	return r.view(ctx, doc, name)
+	return v, nil
 }
 
 // view observes one group of doc, with health. A group recorded without its
 // configuration cannot be observed; its recorded members are shown.
 func (r *Runner) view(ctx context.Context, doc *state.Document, name string) (*GroupView, error) {
-	v := &GroupView{Name: name, Tags: map[instance.ID]map[string]string{}}
+	v := &GroupView{Name: name, Instances: []group.Member{}, Tags: map[instance.ID]map[string]string{}}
 	if st := doc.Groups[name]; st != nil {
-		v.Freed, v.UpdateStopped = st.Freed, st.UpdateStopped
+		v.Freed, v.UpdateStopped, v.Destroying = st.Freed, st.UpdateStopped, st.Destroying
 	}
-	cfg, stack := storedGroup(doc, name)
+	cfg := storedGroup(doc, name)
 	if cfg == nil {
 		if st := doc.Groups[name]; st != nil {
 			for _, in := range st.Instances {
@@ -112,11 +146,11 @@ func (r *Runner) view(ctx context.Context, doc *state.Document, name string) (*G
 		v.Size = &n
 	}
 	v.ConfigHash = cfg.ConfigHash()
-	ctrl, err := r.controllerFor(ctx, stack, cfg, nil)
+	inst, err := r.instances(ctx, doc.Stack.Name, cfg)
 	if err != nil {
 		return v, err
 	}
-	descs, members, err := ctrl.ObserveDescriptions(ctx, true)
+	descs, members, err := inst.ObserveDescriptions(ctx, true)
 	if err != nil {
 		return v, err
 	}
@@ -131,183 +165,104 @@ func (r *Runner) view(ctx context.Context, doc *state.Document, name string) (*G
 	return v, nil
 }
 
-// groupOp is the frame of the group verbs that act: take the lock, read the
-// state, find the group's configuration, and record what its controller
-// does (written in batches and once at the end).
-type groupOp struct {
-	r    *Runner
-	doc  *state.Document
-	cfg  *config.Group
-	rec  *recorder
-	ctrl *group.Controller
-
-	mu sync.Mutex
-	// created are the members the verb created.
-	created []instance.ID
+// Spec returns the specs of the stored groups.
+func (g groups) Spec(ctx context.Context) ([]controller.Spec, error) {
+	doc, err := g.r.store.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []controller.Spec
+	if doc.Stack != nil {
+		for _, cfg := range doc.Stack.Groups {
+			out = append(out, groupObject(doc, &GroupView{Name: cfg.Name}).Spec)
+		}
+	}
+	return out, nil
 }
 
-// startGroupOp locks and reads the state; unlock must be called.
-func (r *Runner) startGroupOp(ctx context.Context, op, name string) (*groupOp, func() error, error) {
-	unlock, err := r.lock(ctx, op)
+// Size is the stored size of cattle, or the number of logical IDs of pets.
+func (g groups) Size(ctx context.Context, name string) (int, error) {
+	doc, err := g.r.store.Read(ctx)
 	if err != nil {
-		return nil, nil, err
+		return 0, err
 	}
-	doc, err := r.store.Read(ctx)
-	if err != nil {
-		unlock()
-		return nil, nil, err
-	}
-	cfg, _ := storedGroup(doc, name)
+	cfg := storedGroup(doc, name)
 	if cfg == nil {
-		unlock()
-		if doc.Groups[name] != nil {
-			return nil, nil, fmt.Errorf("group %q: its configuration is not in the state, so its provider is unknown", name)
-		}
-		return nil, nil, noGroup(name)
+		return 0, controller.NotFound(controller.KindGroup, name)
 	}
-	return &groupOp{r: r, doc: doc, cfg: cfg}, unlock, nil
+	if cfg.Size == nil {
+		return len(cfg.LogicalIDs), nil
+	}
+	return *cfg.Size, nil
 }
 
-// controller builds the group's controller, recording into the state.
-// ctx is the one the work runs under; a failed state write cancels it.
-func (o *groupOp) controller(ctx context.Context, cancel func(error)) error {
-	o.rec = newRecorder(o.r.store, o.doc, o.r.opts.StateWriteInterval, cancel, o.r.log)
-	record := o.rec.record(o.cfg.Name)
-	ctrl, err := o.r.controllerFor(ctx, o.doc.Stack.Name, o.cfg, func(rec group.Record) {
-		o.mu.Lock()
-		for _, m := range rec.Created {
-			o.created = append(o.created, m.ID)
+// acting checks that a verb may act on group name of doc: known, with its
+// configuration, and managed.
+func acting(doc *state.Document, name string) (*config.Group, error) {
+	cfg := storedGroup(doc, name)
+	st := doc.Groups[name]
+	switch {
+	case cfg == nil && st == nil:
+		return nil, controller.NotFound(controller.KindGroup, name)
+	case cfg == nil:
+		return nil, fmt.Errorf("group %q: its configuration is not in the state, so its provider is unknown", name)
+	case st != nil && st.Freed:
+		return nil, controller.Freed(controller.KindGroup, name)
+	case st != nil && st.Destroying:
+		return nil, fmt.Errorf("group %q is being destroyed: run \"infrakit group destroy %s\" to finish", name, name)
+	}
+	return cfg, nil
+}
+
+// withGroup replaces (or adds) group g in a copy of st.
+func withGroup(st *config.Stack, g *config.Group) *config.Stack {
+	out := *st
+	out.Groups = slices.Clone(st.Groups)
+	if i := slices.IndexFunc(out.Groups, func(x *config.Group) bool { return x.Name == g.Name }); i >= 0 {
+		out.Groups[i] = g
+	} else {
+		out.Groups = append(out.Groups, g)
+	}
+	return &out
+}
+
+// withoutGroup is a copy of st without group name.
+func withoutGroup(st *config.Stack, name string) *config.Stack {
+	out := *st
+	out.Groups = slices.DeleteFunc(slices.Clone(st.Groups), func(x *config.Group) bool { return x.Name == name })
+	return &out
+}
+
+func quoteAll(ids []instance.ID) string {
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = fmt.Sprintf("%q", id)
+	}
+	return strings.Join(q, ", ")
+}
+
+// unique drops repeated IDs, keeping the first of each.
+func unique(ids []instance.ID) []instance.ID {
+	seen := map[instance.ID]bool{}
+	return slices.DeleteFunc(slices.Clone(ids), func(id instance.ID) bool {
+		if seen[id] {
+			return true
 		}
-		o.mu.Unlock()
-		record(rec)
+		seen[id] = true
+		return false
 	})
-	o.ctrl = ctrl
-	return err
 }
 
-// finish writes the state and turns the outcome into the verbs' result.
-func (o *groupOp) finish(ctx, actx context.Context, gr group.Result, err error) (*ApplyResult, error) {
-	res := &ApplyResult{}
-	addResult(res, o.cfg.Name, gr)
-	if werr := o.rec.flush(context.WithoutCancel(ctx)); werr != nil {
-		return res, werr
+// scaleWork is what `group scale` does: Decide's creates and destroys (and
+// replacements of unhealthy members, when the group replaces them), but no
+// rolling update, which is apply's.
+func scaleWork(name string, d group.Desired) func(plan.World) (map[string]plan.GroupWork, error) {
+	return func(world plan.World) (map[string]plan.GroupWork, error) {
+		if err := world.Failed[name]; err != nil {
+			return nil, err
+		}
+		w, _ := plan.ApplyWork(d, world.Members[name])
+		w.Batches = nil
+		return map[string]plan.GroupWork{name: w}, nil
 	}
-	if cause := context.Cause(actx); cause != nil && ctx.Err() == nil {
-		return res, cause
-	}
-	return res, err
-}
-
-func (r *Runner) scale(ctx context.Context, name string, size int) (*ApplyResult, error) {
-	if size < 0 {
-		return nil, fmt.Errorf("group %q: size %d: must not be negative", name, size)
-	}
-	o, unlock, err := r.startGroupOp(ctx, "group scale", name)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if o.cfg.Size == nil {
-		return nil, fmt.Errorf("group %q has logical_ids (pets): its size is the number of logical IDs; change them in the stack and apply", name)
-	}
-	if st := o.doc.Groups[name]; st != nil && st.Freed {
-		return nil, fmt.Errorf("group %q is free (not managed): apply the stack to resume managing it before scaling", name)
-	}
-	// Store the new size first: if the work is interrupted, the next pass
-	// still knows what was asked.
-	o.cfg.Size = &size
-	if err := r.store.Write(ctx, o.doc); err != nil {
-		return nil, err
-	}
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	if err := o.controller(actx, cancel); err != nil {
-		return nil, err
-	}
-	members, dec, err := decide(actx, o.ctrl)
-	if err != nil {
-		return nil, err
-	}
-	o.rec.seed(name, members)
-	gr, err := o.ctrl.Execute(actx, group.Decision{Create: dec.Create, Destroy: dec.Destroy})
-	return o.resync(ctx)(o.finish(ctx, actx, gr, err))
-}
-
-func (r *Runner) destroyInstances(ctx context.Context, name string, ids []instance.ID) (*ApplyResult, error) {
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("group %q: no instance IDs given", name)
-	}
-	o, unlock, err := r.startGroupOp(ctx, "group destroy-instances", name)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	if err := o.controller(actx, cancel); err != nil {
-		return nil, err
-	}
-	members, err := o.ctrl.Observe(actx, false)
-	if err != nil {
-		return nil, err
-	}
-	o.rec.seed(name, members)
-	gr, err := o.ctrl.DestroyInstances(actx, ids)
-	if gr.Destroyed == 0 && err != nil {
-		return nil, err // refused (an unknown ID): nothing was done
-	}
-	if o.cfg.Size != nil {
-		// Lower the stored size by what was destroyed, so no later pass
-		// grows the group back; pets keep their logical IDs.
-		n := o.ctrl.Size()
-		o.cfg.Size = &n
-		o.rec.markDirty()
-	}
-	return o.resync(ctx)(o.finish(ctx, actx, gr, err))
-}
-
-func (r *Runner) freeGroup(ctx context.Context, name string) error {
-	unlock, err := r.lock(ctx, "group free")
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	doc, err := r.store.Read(ctx)
-	if err != nil {
-		return err
-	}
-	if cfg, _ := storedGroup(doc, name); cfg == nil && doc.Groups[name] == nil {
-		return noGroup(name)
-	}
-	doc.Group(name).Freed = true
-	return r.store.Write(ctx, doc)
-}
-
-func (r *Runner) destroyGroup(ctx context.Context, name string) (*ApplyResult, error) {
-	o, unlock, err := r.startGroupOp(ctx, "group destroy", name)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	if err := o.controller(actx, cancel); err != nil {
-		return nil, err
-	}
-	members, err := o.ctrl.Observe(actx, false)
-	if err != nil {
-		return nil, err
-	}
-	o.rec.seed(name, members)
-	var dec group.Decision
-	for _, m := range group.Live(members) {
-		dec.Destroy = append(dec.Destroy, group.Destroy{ID: m.ID, Reason: instance.ReasonTerminate})
-	}
-	gr, err := o.ctrl.Execute(actx, dec)
-	if err == nil && len(gr.Failed) == 0 {
-		o.rec.removeGroup(name)
-	} else if err == nil {
-		err = fmt.Errorf("group %q: %d of its instances could not be destroyed; it stays in the state", name, len(gr.Failed))
-	}
-	return o.resync(ctx)(o.finish(ctx, actx, gr, err))
 }

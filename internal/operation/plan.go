@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller"
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/execute"
 	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/internal/tags"
@@ -44,21 +42,32 @@ func (r *Runner) plan(ctx context.Context, st *config.Stack, mode PlanMode) (*pl
 			return nil, hcl.Diagnostics{d}
 		}
 	}
-	targets := observationTargets(desired, doc)
+	return r.computeLocked(ctx, desired, doc, plan.Scope{}, mode.Health, nil)
+}
+
+// computeLocked observes what the plan of desired over doc for scope needs
+// and computes it; the caller holds the state lock. work, when set, gives
+// the scope's group work from the world observed (a verb's decision).
+func (r *Runner) computeLocked(ctx context.Context, desired *config.Stack, doc *state.Document, scope plan.Scope, health bool,
+	work func(plan.World) (map[string]plan.GroupWork, error)) (*plan.Plan, error) {
+	needs := plan.NeedsOf(desired, doc, scope)
 	start := time.Now()
-	world := r.observe(ctx, targets, func(t target, members []group.Member) bool {
-		return mode.Health || needsHealth(t, doc, members)
+	world := r.observe(ctx, needs, func(need plan.GroupNeed, members []group.Member) bool {
+		return health || needsHealth(need, doc, members)
 	})
-	r.log.Debug("observed groups", "groups", len(targets), "failed", len(world.Failed), "took", time.Since(start))
+	r.log.Debug("observed", "groups", len(needs.Groups), "loadbalancers", len(needs.LoadBalancers),
+		"targets", len(needs.Targets), "failed", len(world.Failed), "took", time.Since(start))
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	p, err := plan.Compute(desired, doc, world)
-	if err != nil {
-		return nil, err
+	if work != nil {
+		w, err := work(world)
+		if err != nil {
+			return nil, err
+		}
+		scope.Work = w
 	}
-	r.planControllers(ctx, desired, doc, world, p)
-	return p, ctx.Err()
+	return plan.Compute(desired, doc, world, scope)
 }
 
 // checkStackName is the diagnostic of stack files that name another stack
@@ -84,7 +93,8 @@ func checkStackName(st *config.Stack, doc *state.Document) *hcl.Diagnostic {
 }
 
 // destroyStack is the desired stack of `infrakit destroy`: the stack as
-// stored (or as loaded, when nothing is stored) without any group.
+// stored (or as loaded, when nothing is stored) without any group, ingress
+// or enrollment.
 func destroyStack(loaded *config.Stack, doc *state.Document) *config.Stack {
 	var base *config.Stack
 	switch {
@@ -100,57 +110,18 @@ func destroyStack(loaded *config.Stack, doc *state.Document) *config.Stack {
 	return &out
 }
 
-// target is a group to observe: its configuration and the stack name its
-// members are tagged with.
-type target struct {
-	stack string
-	group *config.Group
-	// desired is set when the group is in the desired stack (else it is
-	// only in the state and will be destroyed or left free).
-	desired bool
-}
-
-// observationTargets lists the groups a plan must observe: every group of
-// the desired stack, then every group the state knows, by name. A group the
-// state names without its configuration has no provider to ask; it gets a
-// nil group (and is reported as not observable).
-func observationTargets(desired *config.Stack, doc *state.Document) map[string]target {
-	out := map[string]target{}
-	for _, g := range desired.Groups {
-		out[g.Name] = target{stack: desired.Name, group: g, desired: true}
-	}
-	if doc == nil {
-		return out
-	}
-	if doc.Stack != nil {
-		for _, g := range doc.Stack.Groups {
-			if _, ok := out[g.Name]; !ok {
-				out[g.Name] = target{stack: doc.Stack.Name, group: g}
-			}
-		}
-	}
-	for name := range doc.Groups {
-		if _, ok := out[name]; !ok {
-			out[name] = target{}
-		}
-	}
-	return out
-}
-
 // needsHealth reports whether a group's plan depends on its members'
-// health: a scale-down picks unhealthy members first, and a roll is paced by
-// health. Groups not in the desired stack are destroyed whole.
-func needsHealth(t target, doc *state.Document, members []group.Member) bool {
-	if !t.desired {
+// health: a scale-down picks unhealthy members first, and a roll is paced
+// by health. Groups not in the desired stack are destroyed whole, and
+// freed ones resumed as they are.
+func needsHealth(need plan.GroupNeed, doc *state.Document, members []group.Member) bool {
+	if !need.Desired || !need.Planned {
 		return false
 	}
-	if doc != nil {
-		if st := doc.Groups[t.group.Name]; st != nil && st.Freed {
-			return false // resuming: the plan lists what the first pass does
-		}
+	if st := doc.Groups[need.Config.Name]; st != nil && st.Freed {
+		return false
 	}
-	d := group.DesiredFromConfig(t.group)
-	dec := group.Decide(d, members)
+	dec := group.Decide(group.DesiredFromConfig(need.Config), members)
 	if len(dec.Roll) > 0 {
 		return true
 	}
@@ -162,121 +133,110 @@ func needsHealth(t target, doc *state.Document, members []group.Member) bool {
 	return false
 }
 
-// observe lists the members of every target. Groups served by the same
-// instance plugin (provider key and type) of the same stack share one
-// DescribeInstances by the stack's tag, split by the group tag here: a
-// provider that lists by reading every object (the simulator reads one file
-// per instance) then does so once, not once per group. A plugin serving a
-// single group is asked by the group's own tags. Health is asked for the
-// groups where withHealth says the plan depends on it. Up to Parallelism
-// plugins are asked at once.
-func (r *Runner) observe(ctx context.Context, targets map[string]target, withHealth func(target, []group.Member) bool) plan.World {
-	world := plan.World{Members: map[string][]group.Member{}, Failed: map[string]error{}}
-	type source struct{ stack, provider, typ string }
-	shared := map[source][]string{}
-	for _, name := range slices.Sorted(maps.Keys(targets)) {
-		t := targets[name]
-		if t.group == nil {
-			world.Failed[name] = fmt.Errorf("group %q is in the state but its configuration is not, so its provider is unknown", name)
-			continue
-		}
-		k := source{t.stack, t.group.Instance.Provider, t.group.Instance.Type}
-		shared[k] = append(shared[k], name)
+func (r *Runner) apply(ctx context.Context, p *plan.Plan) (*controller.Result, error) {
+	if p == nil || p.Desired == nil {
+		return nil, errors.New("apply: no plan")
 	}
-	var mu sync.Mutex
-	sem := make(chan struct{}, r.opts.Parallelism)
-	var wg sync.WaitGroup
-	for src, names := range shared {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			lists, err := r.describeShared(ctx, src.stack, src.provider, src.typ, names, targets)
-			for _, name := range names {
-				var members []group.Member
-				gerr := err
-				if gerr == nil {
-					members, gerr = r.observeGroup(ctx, targets[name], lists[name], withHealth)
-				}
-				mu.Lock()
-				if gerr != nil {
-					world.Failed[name] = gerr
-				} else {
-					world.Members[name] = members
-				}
-				mu.Unlock()
-			}
-		}()
+	if unknown := p.Unknown(); len(unknown) > 0 {
+		return nil, fmt.Errorf("apply: the plan has objects that could not be observed; fix that and plan again:\n  %s",
+			joinLines(unknown))
 	}
-	wg.Wait()
-	return world
+	unlock, err := r.lock(ctx, "apply")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	doc, err := r.store.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.CheckState(doc); err != nil {
+		return nil, err
+	}
+	if err := r.checkWorld(ctx, p, doc); err != nil {
+		return nil, err
+	}
+	return r.execute(ctx, p, doc)
 }
 
-// describeShared lists the members of the named groups, all served by one
-// instance plugin, by group name. One group is described by its own tags.
-func (r *Runner) describeShared(ctx context.Context, stack, providerKey, typ string, names []string, targets map[string]target) (map[string][]instance.Description, error) {
-	out := make(map[string][]instance.Description, len(names))
-	if len(names) == 1 {
-		ctrl, err := r.controllerFor(ctx, stack, targets[names[0]].group, nil)
-		if err != nil {
-			return nil, err
+// checkWorld lists the groups the plan acts on again and refuses it when
+// their members are not those it was made with.
+func (r *Runner) checkWorld(ctx context.Context, p *plan.Plan, doc *state.Document) error {
+	if len(p.Observed) == 0 {
+		return nil
+	}
+	needs := plan.Needs{Groups: map[string]plan.GroupNeed{}}
+	for name := range p.Observed {
+		switch {
+		case p.Desired.Group(name) != nil:
+			needs.Groups[name] = plan.GroupNeed{Stack: p.Desired.Name, Config: p.Desired.Group(name)}
+		case doc.Stack != nil && doc.Stack.Group(name) != nil:
+			needs.Groups[name] = plan.GroupNeed{Stack: doc.Stack.Name, Config: doc.Stack.Group(name)}
 		}
-		descs, _, err := ctrl.ObserveDescriptions(ctx, false)
-		out[names[0]] = descs
-		return out, err
 	}
-	h, err := r.hostFor()
-	if err != nil {
-		return nil, err
+	world := plan.World{Members: map[string][]group.Member{}, Instances: map[string][]instance.Description{}, Failed: map[string]error{}}
+	r.observeGroups(ctx, needs, nil, &world)
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	c, err := h.Client(ctx, providerKey)
-	if err != nil {
-		return nil, err
-	}
-	descs, err := c.Instance(typ).DescribeInstances(ctx, map[string]string{tags.Stack: stack}, false)
-	if err != nil {
-		return nil, fmt.Errorf("groups %s: describe instances: %w", strings.Join(names, ", "), err)
-	}
-	want := make(map[string]bool, len(names))
-	for _, n := range names {
-		want[n] = true
-	}
-	for _, d := range descs {
-		if g := d.Tags[tags.Group]; want[g] {
-			out[g] = append(out[g], d)
+	now := map[string]string{}
+	for name := range needs.Groups {
+		if err := world.Failed[name]; err != nil {
+			return fmt.Errorf("apply: group %q could not be listed to check the plan against it: %w", name, err)
 		}
+		now[name] = plan.Fingerprint(world.Members[name])
+	}
+	return p.CheckWorld(now)
+}
+
+// execute runs the plan's steps under the state lock the caller holds,
+// recording into doc (as read under that lock).
+func (r *Runner) execute(ctx context.Context, p *plan.Plan, doc *state.Document) (*controller.Result, error) {
+	rec := execute.NewStateRecorder(r.store, doc, p.Desired, r.opts.StateWriteInterval, r.log.Named("state"))
+	res := execute.Run(ctx, p, r.bindings(p.Desired, doc.Stack), rec, r.executeOptions(p.Desired, doc.Stack))
+	out := &controller.Result{Plan: p, Done: res.Done, Failed: res.Failed,
+		Skipped: res.Count(execute.StatusSkipped), NotRun: res.Count(execute.StatusNotRun)}
+	switch {
+	case res.Err != nil && ctx.Err() != nil && errors.Is(res.Err, ctx.Err()):
+		return out, fmt.Errorf("interrupted: %d steps were not started; the state records everything done, and `infrakit plan` shows what remains: %w",
+			out.NotRun, ctx.Err())
+	case res.Err != nil:
+		return out, res.Err
 	}
 	return out, nil
 }
 
-// observeGroup turns a group's listed members into the plan's members, with
-// health when withHealth says the plan depends on it.
-func (r *Runner) observeGroup(ctx context.Context, t target, descs []instance.Description, withHealth func(target, []group.Member) bool) ([]group.Member, error) {
-	ctrl, err := r.controllerFor(ctx, t.stack, t.group, nil)
-	if err != nil {
-		return nil, err
+// executeOptions are the executor's options for stacks (per-provider
+// limits from their provider blocks).
+func (r *Runner) executeOptions(stacks ...*config.Stack) execute.Options {
+	limits := map[string]int{}
+	for _, st := range stacks {
+		if st == nil {
+			continue
+		}
+		for _, p := range st.Providers {
+			if _, set := limits[p.Key()]; !set && p.Parallelism > 0 {
+				limits[p.Key()] = p.Parallelism
+			}
+		}
 	}
-	members := ctrl.ObserveFrom(ctx, descs, false)
-	if withHealth != nil && withHealth(t, members) {
-		members = ctrl.ObserveFrom(ctx, descs, true)
+	return execute.Options{
+		Parallelism:    r.opts.Parallelism,
+		ProviderLimits: limits,
+		CallTimeout:    r.opts.CallTimeout,
+		AwaitTimeout:   r.opts.AwaitTimeout,
+		Progress:       r.opts.Progress,
+		Logger:         r.log.Named("execute"),
 	}
-	return members, ctx.Err()
 }
 
-// decide observes a group and decides what it needs, asking health only
-// when the decision depends on it (see needsHealth) or the group replaces
-// unhealthy members.
-func decide(ctx context.Context, ctrl *group.Controller) ([]group.Member, group.Decision, error) {
-	d := ctrl.Desired()
-	descs, members, err := ctrl.ObserveDescriptions(ctx, d.ReplaceUnhealthy)
-	if err != nil {
-		return nil, group.Decision{}, err
+func joinLines(lines []string) string {
+	out := ""
+	for i, l := range lines {
+		if i > 0 {
+			out += "\n  "
+		}
+		out += l
 	}
-	dec := group.Decide(d, members)
-	if !d.ReplaceUnhealthy && needsHealth(target{group: ctrl.Group(), desired: true}, nil, members) {
-		members = ctrl.ObserveFrom(ctx, descs, true)
-		dec = group.Decide(d, members)
-	}
-	return members, dec, ctx.Err()
+	return out
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/infrakit/infrakit/internal/config"
-	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
 	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
@@ -232,47 +231,4 @@ func (r *Runner) lock(ctx context.Context, op string) (func() error, error) {
 		return nil, err
 	}
 	return unlock, nil
-}
-
-// controllerFor builds the group controller of g, with its providers
-// launched. stack is the stack name its members are tagged with; record,
-// when set, receives its batches. Progress goes to Options.Progress.
-func (r *Runner) controllerFor(ctx context.Context, stack string, g *config.Group, record func(group.Record)) (*group.Controller, error) {
-	var progress func(group.Event)
-	if r.opts.Progress != nil {
-		p := r.opts.Progress
-		progress = func(ev group.Event) {
-			p(Progress{Group: ev.Group, Action: ev.Action, ID: ev.ID, Err: ev.Err, Done: ev.Done, Total: ev.Total})
-		}
-	}
-	return r.newController(ctx, stack, g, record, progress)
-}
-
-// newController is controllerFor with the progress callback given.
-func (r *Runner) newController(ctx context.Context, stack string, g *config.Group, record func(group.Record), progress func(group.Event)) (*group.Controller, error) {
-	h, err := r.hostFor()
-	if err != nil {
-		return nil, err
-	}
-	ic, err := h.Client(ctx, g.Instance.Provider)
-	if err != nil {
-		return nil, fmt.Errorf("group %q: %w", g.Name, err)
-	}
-	plugins := group.Plugins{Instance: ic.Instance(g.Instance.Type)}
-	for _, f := range g.Flavors {
-		fc, err := h.Client(ctx, f.Provider)
-		if err != nil {
-			return nil, fmt.Errorf("group %q: %w", g.Name, err)
-		}
-		plugins.Flavors = append(plugins.Flavors, group.Flavor{Plugin: fc.Flavor(f.Type), Properties: f.Properties})
-	}
-	opts := group.Options{
-		Stack:       stack,
-		Parallelism: r.opts.Parallelism,
-		CallTimeout: r.opts.CallTimeout,
-		Record:      record,
-		Progress:    progress,
-		Logger:      r.log.Named("group").With("group", g.Name),
-	}
-	return group.New(g, plugins, opts)
 }

@@ -2,17 +2,19 @@ package operation
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/execute"
+	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
 )
 
 // The methods below are what a long-running service (`infrakit watch`)
 // builds on: it keeps one Runner, and with it one plugin host, for its whole
-// life, and drives the group controllers itself instead of through Apply.
+// life; each of its passes observes, plans and executes through these, so
+// that a pass acts exactly as apply does.
 
 // StateStore is the runner's state backend: a *state.Local (StateFile in the
 // working directory) or a *stateetcd.Backend, as `infrakit init` recorded.
@@ -27,14 +29,30 @@ func (r *Runner) Backend() *config.Backend { return r.backend }
 // lock file.
 func (r *Runner) PluginHost() (*pluginhost.Host, error) { return r.hostFor() }
 
-// GroupController builds the controller of group g, whose members are
-// tagged with the stack name stack, through the providers of the plugin host
-// (launching them when needed, relaunching one that exited). record, when
-// set, receives what the controller creates and destroys; progress, when
-// set, each finished work item. Controllers are cheap: build one per pass,
-// so that a provider relaunched meanwhile is the one used.
-func (r *Runner) GroupController(ctx context.Context, stack string, g *config.Group, record func(group.Record), progress func(group.Event)) (*group.Controller, error) {
-	return r.newController(ctx, stack, g, record, progress)
+// Instances returns the Instances of group g, whose members are tagged with
+// the stack name stack, through the providers of the plugin host (launching
+// them when needed; made anew when one was relaunched).
+func (r *Runner) Instances(ctx context.Context, stack string, g *config.Group) (*group.Instances, error) {
+	return r.instances(ctx, stack, g)
+}
+
+// Observe reads what needs says of the world (see observe): the load
+// balancers and authorizers, then the groups, with health where withHealth
+// says.
+func (r *Runner) Observe(ctx context.Context, needs plan.Needs, withHealth func(plan.GroupNeed, []group.Member) bool) plan.World {
+	return r.observe(ctx, needs, withHealth)
+}
+
+// Execute runs p's steps through the plugin host, recording through rec,
+// with the runner's options changed by opts (Defer, for a pass that must
+// not wait). stored is the stack as stored (its groups' configurations
+// serve the steps of groups the plan's stack lacks).
+func (r *Runner) Execute(ctx context.Context, p *plan.Plan, stored *config.Stack, rec execute.Recorder, change func(*execute.Options)) *execute.Result {
+	o := r.executeOptions(p.Desired, stored)
+	if change != nil {
+		change(&o)
+	}
+	return execute.Run(ctx, p, r.bindings(p.Desired, stored), rec, o)
 }
 
 // ResetHost stops every provider and forgets the plugin host, so that the
@@ -43,39 +61,10 @@ func (r *Runner) GroupController(ctx context.Context, stack string, g *config.Gr
 func (r *Runner) ResetHost() error {
 	r.mu.Lock()
 	h := r.host
-	r.host = nil
+	r.host, r.cache = nil, nil
 	r.mu.Unlock()
 	if h != nil {
 		return h.Close()
 	}
 	return nil
-}
-
-// StopUpdate halts the rolling update of a group: it marks the group
-// UpdateStopped in the state, so neither `watch` nor a roll started later
-// replaces its out-of-date members, and the group keeps its mix of old and
-// new members. The next `apply` clears the mark and rolls again.
-func (r *Runner) StopUpdate(ctx context.Context, name string) error {
-	unlock, err := r.lock(ctx, "group stop-update")
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	doc, err := r.store.Read(ctx)
-	if err != nil {
-		return err
-	}
-	cfg, _ := storedGroup(doc, name)
-	if cfg == nil {
-		if doc.Groups[name] != nil {
-			return fmt.Errorf("group %q: its configuration is not in the state, so it has no rolling update to stop", name)
-		}
-		return noGroup(name)
-	}
-	st := doc.Group(name)
-	if st.UpdateStopped {
-		return nil
-	}
-	st.UpdateStopped = true
-	return r.store.Write(ctx, doc)
 }

@@ -44,7 +44,30 @@ func Load(r io.Reader) (*Plan, error) {
 	case p.Desired == nil:
 		return nil, errors.New("load plan: the plan file holds no desired stack")
 	}
+	if err := Check(p.Steps); err != nil {
+		return nil, fmt.Errorf("load plan: the plan file's steps are broken: %w", err)
+	}
 	return &p, nil
+}
+
+// ErrWorldMoved: the members of a group changed after the plan was made.
+var ErrWorldMoved = errors.New("the world moved since the plan was made")
+
+// CheckWorld refuses to apply the plan when a group it acts on does not
+// have the members it had when the plan was made (fingerprint, by group,
+// as Fingerprint computes it from an observation now): its steps name
+// members that may be gone, and miss members that came.
+func (p *Plan) CheckWorld(now map[string]string) error {
+	for _, g := range p.Groups {
+		want, ok := p.Observed[g.Group]
+		if !ok {
+			continue
+		}
+		if got := now[g.Group]; got != want {
+			return fmt.Errorf("%w: group %q does not have the members it had then; make the plan again", ErrWorldMoved, g.Group)
+		}
+	}
+	return nil
 }
 
 // CheckState refuses to apply the plan to doc unless doc is the state the

@@ -24,12 +24,14 @@ type HumanOptions struct {
 //
 //	Plan: 5 instances to add, 0 to roll, 0 to destroy.
 //
-// "~" marks a group updated in place (size change, repair), "-/+" a roll
-// (members replaced), "-" a destroyed group. Without changes it writes "No
-// changes. Your stack matches the desired configuration." Groups that could
-// not be observed get a warning at the end.
+// "~" marks an object updated in place (size change, repair, backends),
+// "-/+" a roll (members replaced), "-" a destroyed object. The counts of
+// the "Plan:" line are the plan's Summary: what apply reports when every
+// step succeeds. Without changes it writes "No changes. Your stack matches
+// the desired configuration." Objects that could not be observed get a
+// warning at the end.
 func RenderHuman(w io.Writer, p *Plan, o HumanOptions) error {
-	r := &human{color: o.Color, max: o.MaxListed}
+	r := &human{color: o.Color, max: o.MaxListed, byObject: stepsByObject(p.Steps)}
 	if r.max == 0 {
 		r.max = 10
 	}
@@ -45,28 +47,82 @@ func RenderHuman(w io.Writer, p *Plan, o HumanOptions) error {
 			r.printf("  # group.%s is free and not in the stack: its %s left untouched\n\n", g.Group, plural(g.Before, "instance")+isAre(g.Before))
 		}
 	}
-	r.controllers(p)
+	r.followers(p)
 	if changes {
-		r.printf("%s %s to add, %d to roll, %d to destroy.%s\n",
-			r.bold("Plan:"), plural(p.Summary.Add, "instance"), p.Summary.Roll, p.Summary.Destroy, controllerSummary(p))
+		r.printf("%s %s\n", r.bold("Plan:"), p.Summary.PlanPhrase(len(p.Ingresses)+len(p.Enrollments) > 0))
 	} else {
 		r.printf("%s Your stack matches the desired configuration.\n", r.bold("No changes."))
 	}
-	for _, g := range p.Groups {
-		if g.Action == ActionUnknown {
-			r.printf("\n%s group %q could not be observed\n\n  %s\n\nIts changes are not part of this plan.\n",
-				r.paint(yellow, "Warning:"), g.Group, g.Error)
-		}
-	}
-	r.controllerWarnings(p)
+	r.warnings(p)
 	_, err := io.WriteString(w, r.b.String())
 	return err
 }
 
+// PlanPhrase is the tail of the "Plan:" line: "5 instances to add, 0 to
+// roll, 0 to destroy." and, with followers, "; 3 routes to publish, 20
+// backends to register, 10 authorizations to make." (removals added when
+// there are any).
+func (c Counts) PlanPhrase(followers bool) string {
+	s := fmt.Sprintf("%s to add, %d to roll", plural(c.Add, "instance"), c.Roll)
+	if c.Replace > 0 {
+		s += fmt.Sprintf(", %d to replace", c.Replace)
+	}
+	s += fmt.Sprintf(", %d to destroy", c.Destroy)
+	if !followers && c.Followers() == 0 {
+		return s + "."
+	}
+	return s + "; " + c.followerPhrase(map[string]string{
+		"publish": "to publish", "republish": "to republish", "unpublish": "to unpublish",
+		"register": "to register", "deregister": "to deregister", "authorize": "to make", "revoke": "to revoke",
+	}) + "."
+}
+
+// DonePhrase is the tail of the "Apply complete!" line for counts of what
+// was done: "5 added, 0 rolled, 0 destroyed" and, with followers, "; 3
+// routes published, 20 backends registered, 10 authorizations made". The
+// same fields as PlanPhrase, in the same order.
+func (c Counts) DonePhrase(followers bool) string {
+	s := fmt.Sprintf("%d added, %d rolled", c.Add, c.Roll)
+	if c.Replace > 0 {
+		s += fmt.Sprintf(", %d replaced", c.Replace)
+	}
+	s += fmt.Sprintf(", %d destroyed", c.Destroy)
+	if !followers && c.Followers() == 0 {
+		return s
+	}
+	return s + "; " + c.followerPhrase(map[string]string{
+		"publish": "published", "republish": "republished", "unpublish": "unpublished",
+		"register": "registered", "deregister": "deregistered", "authorize": "made", "revoke": "revoked",
+	})
+}
+
+// followerPhrase says the route, backend and authorization counts with the
+// verbs given, leaving out republish, unpublish, deregister and revoke when
+// they are zero.
+func (c Counts) followerPhrase(verb map[string]string) string {
+	routes := fmt.Sprintf("%s %s", plural(c.Publish, "route"), verb["publish"])
+	if c.Republish > 0 {
+		routes += fmt.Sprintf(", %d %s", c.Republish, verb["republish"])
+	}
+	if c.Unpublish > 0 {
+		routes += fmt.Sprintf(", %d %s", c.Unpublish, verb["unpublish"])
+	}
+	backends := fmt.Sprintf("%s %s", plural(c.Register, "backend"), verb["register"])
+	if c.Deregister > 0 {
+		backends += fmt.Sprintf(", %d %s", c.Deregister, verb["deregister"])
+	}
+	auths := fmt.Sprintf("%s %s", plural(c.Authorize, "authorization"), verb["authorize"])
+	if c.Revoke > 0 {
+		auths += fmt.Sprintf(", %d %s", c.Revoke, verb["revoke"])
+	}
+	return routes + ", " + backends + ", " + auths
+}
+
 type human struct {
-	b     strings.Builder
-	color bool
-	max   int
+	b        strings.Builder
+	color    bool
+	max      int
+	byObject map[string][]Step
 }
 
 const (
@@ -104,7 +160,7 @@ func (r *human) sym(s string) string {
 	return pad + s
 }
 
-// attr writes one line inside a group block.
+// attr writes one line inside a block.
 func (r *human) attr(sym, format string, args ...any) {
 	r.printf("    %s %s\n", r.sym(sym), fmt.Sprintf(format, args...))
 }
@@ -129,9 +185,9 @@ func (r *human) group(g GroupChange) {
 	case ActionCreate:
 		sym, what = "+", "will be created"
 	case ActionRoll:
-		sym, what = "-/+", fmt.Sprintf("will be rolled: %s will be replaced", plural(len(g.Roll), "instance"))
+		sym, what = "-/+", fmt.Sprintf("will be rolled: %s will be replaced", plural(g.Rolled(), "instance"))
 		if g.UpdateStopped {
-			what += " (its rolling update is stopped)"
+			what += " (its rolling update was stopped; apply resumes it)"
 		}
 	case ActionDestroy:
 		sym, what = "-", "will be destroyed"
@@ -140,7 +196,6 @@ func (r *human) group(g GroupChange) {
 	}
 	r.printf("  # group.%s %s\n", g.Group, what)
 	r.printf("%s group %q {\n", r.sym(sym), g.Group)
-
 	switch g.Action {
 	case ActionCreate:
 		r.attr("+", "instances = %d", g.After)
@@ -175,7 +230,18 @@ func (r *human) group(g GroupChange) {
 			r.attr("-", "instance %q (%s)", d.ID, d.Reason)
 		}
 	})
-	r.list(len(g.Roll), func(i int) { r.attr("-/+", "instance %q", g.Roll[i]) })
+	r.list(len(g.Replace), func(i int) { r.attr("-/+", "instance %q (%s)", g.Replace[i].Old, g.Replace[i].Reason) })
+	var rolled []Replacement
+	for _, b := range g.Roll {
+		rolled = append(rolled, b...)
+	}
+	r.list(len(rolled), func(i int) { r.attr("-/+", "instance %q", rolled[i].Old) })
+	if len(g.Roll) > 1 {
+		r.printf("      # in %d batches, each once the one before it is done\n", len(g.Roll))
+	}
+	if g.RollWait != "" {
+		r.printf("      # out-of-date instances left for later: %s\n", g.RollWait)
+	}
 	r.printf("    }\n\n")
 }
 
@@ -191,4 +257,12 @@ func isAre(n int) string {
 		return " is"
 	}
 	return " are"
+}
+
+func stepsByObject(steps []Step) map[string][]Step {
+	out := map[string][]Step{}
+	for _, s := range steps {
+		out[s.Object] = append(out[s.Object], s)
+	}
+	return out
 }

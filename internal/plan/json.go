@@ -10,40 +10,43 @@ import (
 // JSONFormatVersion versions the shape RenderJSON writes. The minor number
 // grows when fields are added; the major one when a field changes meaning
 // or goes away.
-const JSONFormatVersion = "2.0"
+const JSONFormatVersion = "3.0"
 
 // JSONPlan is the machine-readable plan (`plan -json`), one JSON object:
 //
 //	{
-//	  "format_version": "2.0",
+//	  "format_version": "3.0",
 //	  "stack": "mystack",
 //	  "changes": true,
 //	  "groups": [
 //	    {"group": "cattle", "action": "update", "before": 10, "after": 12,
-//	     "create": 2, "create_logical_ids": [], "destroy": [], "roll": []},
-//	    {"group": "db", "action": "roll", "before": 3, "after": 3,
-//	     "create": 0, "create_logical_ids": [], "destroy": [], "roll": ["i-1", "i-2"]},
+//	     "create": 2, "create_logical_ids": [], "destroy": [], "replace": [], "roll": []},
+//	    {"group": "db", "action": "roll", "before": 3, "after": 3, ...,
+//	     "roll": ["i-1", "i-2"], "roll_batches": 2},
 //	    {"group": "web", "action": "unknown", ..., "error": "provider ..."}
 //	  ],
-//	  "summary": {"add": 2, "roll": 2, "destroy": 0}
+//	  "ingresses": [{"ingress": "test.com", "action": "update", ...}],
+//	  "enrollments": [{"enrollment": "nfs", "action": "update", ...}],
+//	  "steps": [{"id": 1, "kind": "record", ...}, {"id": 2, "kind": "provision", "object": "group.cattle", "after": [1]}, ...],
+//	  "summary": {"add": 2, "roll": 2, "replace": 0, "destroy": 0, "publish": 0, ...}
 //	}
 //
 // Every group appears, no-op ones included, in plan order. "action" is one
-// of the Action values; "create" counts the members to create and
-// "create_logical_ids" names the pets among them; "destroy" and "roll" list
-// instance IDs (always arrays, never null); "error" is set only for
-// "unknown". "changes" is Plan.HasChanges.
+// of the Action values; "create" counts the members to add and
+// "create_logical_ids" names the pets among them; "destroy", "replace" and
+// "roll" list instance IDs (always arrays, never null); "error" is set
+// only for "unknown". "changes" is Plan.HasChanges. "steps" is the work,
+// with the dependencies ("after") the executor honours; "summary" counts
+// it with the same fields `apply -json` reports as done.
 type JSONPlan struct {
-	FormatVersion string      `json:"format_version"`
-	Stack         string      `json:"stack"`
-	Changes       bool        `json:"changes"`
-	Groups        []JSONGroup `json:"groups"`
-	Summary       Summary     `json:"summary"`
-	// Ingresses and Enrollments (added in 1.1) are the plan's
-	// IngressChange and EnrollmentChange values; always arrays. Summary
-	// then also counts "routes", "backends" and "authorizations".
-	Ingresses   []IngressChange    `json:"ingresses"`
-	Enrollments []EnrollmentChange `json:"enrollments"`
+	FormatVersion string             `json:"format_version"`
+	Stack         string             `json:"stack"`
+	Changes       bool               `json:"changes"`
+	Groups        []JSONGroup        `json:"groups"`
+	Ingresses     []IngressChange    `json:"ingresses"`
+	Enrollments   []EnrollmentChange `json:"enrollments"`
+	Steps         []Step             `json:"steps"`
+	Summary       Counts             `json:"summary"`
 }
 
 // JSONGroup is one group of a JSONPlan.
@@ -55,7 +58,10 @@ type JSONGroup struct {
 	Create           int           `json:"create"`
 	CreateLogicalIDs []string      `json:"create_logical_ids"`
 	Destroy          []instance.ID `json:"destroy"`
+	Replace          []instance.ID `json:"replace"`
 	Roll             []instance.ID `json:"roll"`
+	RollBatches      int           `json:"roll_batches,omitempty"`
+	RollWait         string        `json:"roll_wait,omitempty"`
 	Error            string        `json:"error,omitempty"`
 }
 
@@ -66,9 +72,10 @@ func NewJSONPlan(p *Plan) JSONPlan {
 		Stack:         p.Stack,
 		Changes:       p.HasChanges(),
 		Groups:        make([]JSONGroup, 0, len(p.Groups)),
-		Summary:       p.Summary,
 		Ingresses:     append([]IngressChange{}, p.Ingresses...),
 		Enrollments:   append([]EnrollmentChange{}, p.Enrollments...),
+		Steps:         append([]Step{}, p.Steps...),
+		Summary:       p.Summary,
 	}
 	for _, g := range p.Groups {
 		jg := JSONGroup{
@@ -79,7 +86,10 @@ func NewJSONPlan(p *Plan) JSONPlan {
 			Create:           len(g.Create),
 			CreateLogicalIDs: []string{},
 			Destroy:          make([]instance.ID, 0, len(g.Destroy)),
-			Roll:             append(make([]instance.ID, 0, len(g.Roll)), g.Roll...),
+			Replace:          make([]instance.ID, 0, len(g.Replace)),
+			Roll:             make([]instance.ID, 0, g.Rolled()),
+			RollBatches:      len(g.Roll),
+			RollWait:         g.RollWait,
 			Error:            g.Error,
 		}
 		for _, c := range g.Create {
@@ -89,6 +99,14 @@ func NewJSONPlan(p *Plan) JSONPlan {
 		}
 		for _, d := range g.Destroy {
 			jg.Destroy = append(jg.Destroy, d.ID)
+		}
+		for _, r := range g.Replace {
+			jg.Replace = append(jg.Replace, r.Old)
+		}
+		for _, b := range g.Roll {
+			for _, r := range b {
+				jg.Roll = append(jg.Roll, r.Old)
+			}
 		}
 		out.Groups = append(out.Groups, jg)
 	}

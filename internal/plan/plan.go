@@ -1,65 +1,71 @@
-// Package plan compares the desired stack with the state and the observed
-// world and returns a Plan: a value that says, group by group, which instances
-// infrakit would create, replace and destroy. A plan can be printed (for
-// people in Terraform's vocabulary, for programs as JSON), saved with
-// `plan -out FILE` and applied later, provided the state has not moved since.
+// Package plan computes infrakit's unit of work: a Plan, a graph of steps
+// (provision, await, register and deregister backends, publish and
+// unpublish routes, authorize, revoke, drain, destroy, record) with their
+// dependencies, from the desired stack, the state and the observed world.
+// `plan` renders it (for people in Terraform's vocabulary, for programs as
+// JSON), `plan -out` saves it, `apply` and every `watch` pass hand it to
+// the executor, which runs its steps and nothing else.
 //
 // Computing a plan is pure: the caller observes the world (one
-// DescribeInstances per group) and passes it in; nothing here calls a
-// provider. The per-group decision is group.Decide, so `plan` shows exactly
-// what the group controller would do.
+// DescribeInstances per group, the load balancers' routes and backends,
+// the authorizers' authorizations) and passes it in. What a group needs is
+// group.Decide's and group.RollSchedule's (ApplyWork), or the caller's
+// (Scope.Work: a watch pass, a group verb); what its followers need is
+// ingress.Diff's and enrollment.Diff's, for the members as the plan leaves
+// them. The order of the steps (make before break, intent before action)
+// is in their dependencies; see step.go.
 //
-// Choices made for groups outside the plain cases:
-//   - A group in the state (or observed by its tags) but not in the stack is
-//     destroyed: all its live members.
-//   - A freed group that is in the stack is shown as "resume": apply manages
-//     it again, and the plan lists what that first pass will do.
-//   - A freed group that is no longer in the stack is shown as "free": its
-//     instances are left alone and its record stays freed, so a later plan
-//     never destroys them by surprise. It is no change.
-//   - A group whose observation failed is shown as "unknown" with the error,
-//     and its changes are not counted.
+// Choices made for objects outside the plain cases:
+//   - A group in the state but not in the stack is destroyed: all its live
+//     members, after it is marked as being destroyed; its record goes once
+//     they are.
+//   - A freed object in the stack is shown as "resume": apply manages it
+//     again. One not in the stack is shown as "free" and left alone.
+//   - An object whose observation failed is shown as "unknown" with the
+//     error, and gets no step.
+//   - Teardowns (a load balancer an ingress lets go of, an enrollment's old
+//     target) are recorded in the state by the intent and cleared by a
+//     record step once done, so one that fails is retried by the next plan.
 package plan
 
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/state"
-	"github.com/infrakit/infrakit/sdk/instance"
 )
 
 // FormatVersion is the version of the plan file this build writes and reads.
-const FormatVersion = 2
+const FormatVersion = 3
 
-// Action is what a plan does to one group.
+// Action is what a plan does to one object.
 type Action string
 
 // Actions.
 const (
-	// ActionCreate: a new group; its instances are created.
+	// ActionCreate: a new object; its members, routes, backends or
+	// authorizations are made.
 	ActionCreate Action = "create"
-	// ActionUpdate: the group's size or members change (grow, shrink, repair).
+	// ActionUpdate: the object changes (a group's size or members, a load
+	// balancer's routes or backends, authorizations).
 	ActionUpdate Action = "update"
-	// ActionRoll: members are out of date and will be replaced (-/+).
+	// ActionRoll: a group's members are out of date and will be replaced.
 	ActionRoll Action = "roll"
-	// ActionDestroy: the group left the stack; all its members are destroyed.
+	// ActionDestroy: the object left the stack; everything it made goes.
 	ActionDestroy Action = "destroy"
-	// ActionResume: a freed group in the stack is managed again.
+	// ActionResume: a freed object in the stack is managed again.
 	ActionResume Action = "resume"
-	// ActionFree: a freed group not in the stack; nothing is touched.
+	// ActionFree: a freed object not in the stack; nothing is touched.
 	ActionFree Action = "free"
-	// ActionNoOp: the group matches its configuration.
+	// ActionNoOp: the object matches its configuration.
 	ActionNoOp Action = "no-op"
-	// ActionUnknown: the group could not be observed; see GroupChange.Error.
+	// ActionUnknown: the object could not be observed; see Error.
 	ActionUnknown Action = "unknown"
 )
 
-// IsChange reports whether applying the action changes anything.
+// IsChange reports whether the action changes anything.
 func (a Action) IsChange() bool {
 	switch a {
 	case ActionNoOp, ActionFree, ActionUnknown:
@@ -77,15 +83,19 @@ type Plan struct {
 	// against; CheckState refuses to apply it to any other.
 	StateLineage string `json:"state_lineage"`
 	StateSerial  uint64 `json:"state_serial"`
-	// Desired is the stack that apply will store as the desired stack.
+	// Desired is the stack the plan converges to (stored by StoreStack).
 	Desired *config.Stack `json:"desired"`
-	// Groups has one entry per group: those of the stack in stack order,
-	// then the others by name.
-	Groups  []GroupChange `json:"groups"`
-	Summary Summary       `json:"summary"`
-	// Ingresses and Enrollments are added by the caller (AddControllers).
+	// Groups, Ingresses and Enrollments say, object by object, what the
+	// steps do: those of the stack in stack order, then the others by name.
+	Groups      []GroupChange      `json:"groups"`
 	Ingresses   []IngressChange    `json:"ingresses,omitempty"`
 	Enrollments []EnrollmentChange `json:"enrollments,omitempty"`
+	// Steps are the work; Summary counts them.
+	Steps   []Step `json:"steps,omitempty"`
+	Summary Counts `json:"summary"`
+	// Observed fingerprints the members each group had when the plan was
+	// made (CheckWorld): a saved plan acts on those members only.
+	Observed map[string]string `json:"observed,omitempty"`
 }
 
 // GroupChange is the plan for one group.
@@ -100,171 +110,136 @@ type GroupChange struct {
 	ConfigHash string          `json:"config_hash,omitempty"`
 	Create     []group.Create  `json:"create,omitempty"`
 	Destroy    []group.Destroy `json:"destroy,omitempty"`
-	// Roll lists the out-of-date members to replace, in batches that the
-	// group's update policy paces.
-	Roll []instance.ID `json:"roll,omitempty"`
-	// UpdateStopped is set when `group stop-update` halted the group's roll.
+	// Replace are members replaced for their health.
+	Replace []Replacement `json:"replace,omitempty"`
+	// Roll are the out-of-date members a rolling update replaces, in the
+	// batches the group's update policy paces.
+	Roll [][]Replacement `json:"roll,omitempty"`
+	// RollWait says why out-of-date members are left out of the roll.
+	RollWait string `json:"roll_wait,omitempty"`
+	// UpdateStopped is set when `group stop-update` halted the group's
+	// roll; apply resumes it.
 	UpdateStopped bool `json:"update_stopped,omitempty"`
 	// Error is why the group could not be observed (ActionUnknown).
 	Error string `json:"error,omitempty"`
 }
 
-// Summary counts instances over all groups, and the route, backend and
-// authorization changes of ingresses and enrollments.
-type Summary struct {
-	Add            int `json:"add"`
-	Roll           int `json:"roll"`
-	Destroy        int `json:"destroy"`
-	Routes         int `json:"routes,omitempty"`
-	Backends       int `json:"backends,omitempty"`
-	Authorizations int `json:"authorizations,omitempty"`
-}
-
-// World is what the caller observed.
-type World struct {
-	// Members of each group by group name, as group.MembersFromDescriptions
-	// returns them. A group that is absent has no members.
-	Members map[string][]group.Member
-	// Failed holds the groups whose observation failed, with the error.
-	Failed map[string]error
+// Rolled counts the members the group's rolling update replaces.
+func (g GroupChange) Rolled() int {
+	n := 0
+	for _, b := range g.Roll {
+		n += len(b)
+	}
+	return n
 }
 
 // HasChanges reports whether applying the plan would change anything
-// (`plan -detailed-exitcode` exits 2 then). Groups of unknown state do not
-// count: the caller reports them as errors.
+// (`plan -detailed-exitcode` exits 2 then): a provider call, a record
+// other than storing the stack or the members as observed (which a plan
+// does silently), or an object created, resumed or destroyed. Objects of
+// unknown state do not count: the caller reports them as errors.
 func (p *Plan) HasChanges() bool {
-	for _, g := range p.Groups {
-		if g.Action.IsChange() {
+	for _, s := range p.Steps {
+		if s.Calls() {
 			return true
 		}
-	}
-	return p.controllersChange()
-}
-
-// Compute plans the way from the state doc (nil when there is none) and the
-// observed world to the desired stack. Its cost is linear in the number of
-// members (plus one sort by ID per group).
-func Compute(desired *config.Stack, doc *state.Document, world World) (*Plan, error) {
-	if desired == nil {
-		return nil, errors.New("plan: no desired stack")
-	}
-	p := &Plan{FormatVersion: FormatVersion, Stack: desired.Name, Desired: desired}
-	var statuses map[string]*state.GroupStatus
-	known := map[string]bool{} // groups the state knows about
-	if doc != nil {
-		p.StateLineage, p.StateSerial = doc.Lineage, doc.Serial
-		statuses = doc.Groups
-		for name := range doc.Groups {
-			known[name] = true
-		}
-		if doc.Stack != nil {
-			for _, g := range doc.Stack.Groups {
-				if g != nil {
-					known[g.Name] = true
-				}
+		for _, c := range s.Changes {
+			switch c.Kind {
+			case StoreStack, SetMembers, ResumeUpdate, SetSize:
+			default:
+				return true
 			}
 		}
 	}
-
-	inStack := make(map[string]bool, len(desired.Groups))
-	for i, g := range desired.Groups {
-		if g == nil {
-			return nil, fmt.Errorf("plan: group %d of stack %q is nil", i, desired.Name)
-		}
-		if inStack[g.Name] {
-			return nil, fmt.Errorf("plan: group %q is declared twice", g.Name)
-		}
-		inStack[g.Name] = true
-		p.Groups = append(p.Groups, planGroup(g, statuses[g.Name], known[g.Name], world))
-	}
-
-	goneSet := map[string]bool{}
-	for name := range known {
-		goneSet[name] = true
-	}
-	for name := range world.Members {
-		goneSet[name] = true
-	}
-	for name := range world.Failed {
-		goneSet[name] = true
-	}
-	for name := range inStack {
-		delete(goneSet, name)
-	}
-	gone := slices.Sorted(maps.Keys(goneSet))
-	for _, name := range gone {
-		if gc, ok := planGone(name, statuses[name], known[name], world); ok {
-			p.Groups = append(p.Groups, gc)
-		}
-	}
-
 	for _, g := range p.Groups {
-		p.Summary.Add += len(g.Create)
-		p.Summary.Roll += len(g.Roll)
-		p.Summary.Destroy += len(g.Destroy)
+		if g.Action.IsChange() && g.Action != ActionUpdate && g.Action != ActionRoll {
+			return true
+		}
+	}
+	for _, c := range p.Enrollments {
+		if len(c.Settings) > 0 && c.Action != ActionUnknown {
+			return true
+		}
+	}
+	return false
+}
+
+// Unknown lists the objects that could not be observed, with why.
+func (p *Plan) Unknown() []string {
+	var out []string
+	for _, g := range p.Groups {
+		if g.Action == ActionUnknown {
+			out = append(out, fmt.Sprintf("group %q: %s", g.Group, g.Error))
+		}
+	}
+	for _, c := range p.Ingresses {
+		if c.Action == ActionUnknown {
+			out = append(out, fmt.Sprintf("ingress %q: %s", c.Ingress, c.Error))
+		}
+	}
+	for _, c := range p.Enrollments {
+		if c.Action == ActionUnknown {
+			out = append(out, fmt.Sprintf("enrollment %q: %s", c.Enrollment, c.Error))
+		}
+	}
+	return out
+}
+
+// Compute plans the way from doc (nil when no state is stored) and the
+// observed world to desired, for what scope covers. Its cost is linear in
+// the number of members, backends and authorizations (plus sorting).
+func Compute(desired *config.Stack, doc *state.Document, world World, scope Scope) (*Plan, error) {
+	if desired == nil {
+		return nil, errors.New("plan: no desired stack")
+	}
+	if doc == nil {
+		doc = &state.Document{}
+	}
+	p := &Plan{FormatVersion: FormatVersion, Stack: desired.Name, Desired: desired,
+		StateLineage: doc.Lineage, StateSerial: doc.Serial}
+	c := &computation{b: newBuilder(), desired: desired, doc: doc, world: world, scope: scope, plan: p}
+	if err := c.groups(); err != nil {
+		return nil, err
+	}
+	c.ingresses()
+	c.enrollments()
+	if !sameStack(StoredStack(desired, doc), doc.Stack) {
+		c.intent.store = append(c.intent.store, StateChange{Kind: StoreStack})
+	}
+	c.b.intent = c.intent.ordered()
+	p.Steps = c.b.finish()
+	p.Summary = CountSteps(p.Steps)
+	p.Observed = fingerprints(c.planned, world)
+	if err := Check(p.Steps); err != nil {
+		return nil, fmt.Errorf("plan: %w", err) // a planner bug: never act on it
 	}
 	return p, nil
 }
 
-// planGroup plans a group of the desired stack.
-func planGroup(g *config.Group, st *state.GroupStatus, known bool, world World) GroupChange {
-	d := group.DesiredFromConfig(g)
-	gc := GroupChange{Group: g.Name, ConfigHash: d.ConfigHash}
-	if st != nil {
-		gc.UpdateStopped = st.UpdateStopped
-	}
-	if err, failed := world.Failed[g.Name]; failed {
-		gc.Action, gc.Error = ActionUnknown, errorText(err)
-		return gc
-	}
-	members := world.Members[g.Name]
-	dec := group.Decide(d, members)
-	gc.Before = len(group.Live(members))
-	gc.After = gc.Before + len(dec.Create) - len(dec.Destroy)
-	gc.Create, gc.Destroy, gc.Roll = dec.Create, dec.Destroy, dec.Roll
-	switch {
-	case st != nil && st.Freed:
-		gc.Action = ActionResume
-	case !known && gc.Before == 0:
-		gc.Action = ActionCreate
-	case len(dec.Roll) > 0:
-		// A roll is the more disruptive change; a size change beside it
-		// still shows in Before/After and the lists.
-		gc.Action = ActionRoll
-	case !dec.Settled():
-		gc.Action = ActionUpdate
-	default:
-		gc.Action = ActionNoOp
-	}
-	return gc
+// computation is one Compute in progress.
+type computation struct {
+	b       *builder
+	desired *config.Stack
+	doc     *state.Document
+	world   World
+	scope   Scope
+	plan    *Plan
+	intent  intents
+	// planned are the groups the plan acts on, whose members it fingerprints.
+	planned []string
 }
 
-// planGone plans a group that is not in the desired stack. ok is false when
-// there is nothing to say about it (unknown to the state, no live members).
-func planGone(name string, st *state.GroupStatus, known bool, world World) (gc GroupChange, ok bool) {
-	gc = GroupChange{Group: name}
-	live := group.Live(world.Members[name])
-	if st != nil && st.Freed {
-		gc.Action, gc.Before, gc.After = ActionFree, len(live), len(live)
-		return gc, true
-	}
-	if err, failed := world.Failed[name]; failed {
-		gc.Action, gc.Error = ActionUnknown, errorText(err)
-		return gc, true
-	}
-	if !known && len(live) == 0 {
-		return gc, false
-	}
-	gc.Action, gc.Before = ActionDestroy, len(live)
-	for _, m := range live {
-		gc.Destroy = append(gc.Destroy, group.Destroy{ID: m.ID, Reason: instance.ReasonTerminate})
-	}
-	return gc, true
+// intents are the state changes of the intent, in the order they must be
+// applied: marks before the stack is stored (StoredStack keeps the groups
+// marked as being destroyed).
+type intents struct {
+	marks, pending, members, store []StateChange
 }
 
-func errorText(err error) string {
-	if err == nil {
-		return "observation failed"
+func (i intents) ordered() []StateChange {
+	var out []StateChange
+	for _, part := range [][]StateChange{i.marks, i.pending, i.members, i.store} {
+		out = append(out, part...)
 	}
-	return err.Error()
+	return out
 }

@@ -56,6 +56,10 @@ type GroupStatus struct {
 	Freed bool `json:"freed,omitempty"`
 	// UpdateStopped halts a rolling update (group stop-update).
 	UpdateStopped bool `json:"update_stopped,omitempty"`
+	// Destroying is set when an apply, destroy or group destroy began to
+	// destroy the group: it is managed by nothing, and every plan destroys
+	// what is left of it until the record goes.
+	Destroying bool `json:"destroying,omitempty"`
 	// Instances are the members as last observed or created.
 	Instances []Instance `json:"instances"`
 }

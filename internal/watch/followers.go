@@ -8,16 +8,18 @@ import (
 	"time"
 
 	"github.com/infrakit/infrakit/internal/config"
-	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/execute"
+	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
 // Ingresses and enrollments follow group membership: the load balancers'
 // backends and the NFS authorizations must equal the groups' members.
-// watch syncs them (operation.Runner.SyncFollowers: one DescribeInstances
-// per group they need, then the ingress and enrollment controllers' own
-// observe → diff → act), each on its own sync_interval, and at once the
+// watch syncs them (a plan of those followers, from one listing of each
+// load balancer and authorizer and one DescribeInstances per group they
+// need, run by the executor as apply runs its plans), each on its own
+// sync_interval, and at once the
 // ones that follow a group a pass just changed, or in which a pass saw a
 // member join or change state or address (a replacement now running); all
 // of them when the applied stack changes or a leadership begins. One sync
@@ -51,6 +53,16 @@ type followers struct {
 	doc     *state.Document
 	term    *term
 	lastErr string
+	// configured are the load balancers (plan.LBKey) whose health check
+	// this process configured: the SPI cannot read one back, so each is
+	// configured on its first sync and then only when its routes change.
+	configured map[string]bool
+}
+
+// selection is what one sync covers: every follower, or those named.
+type selection struct {
+	all                    bool
+	ingresses, enrollments []string
 }
 
 // follower is an ingress or enrollment of the stack that watch syncs.
@@ -149,11 +161,11 @@ func (s *service) wantFollowers(groups []string) {
 
 // selection is what a sync asked for at now covers: every follower when
 // full, else those of fs that are due by next or follow one of groups.
-func selection(fs []follower, next map[string]time.Time, groups map[string]bool, full bool, now time.Time) (operation.Selection, []follower) {
+func selectFollowers(fs []follower, next map[string]time.Time, groups map[string]bool, full bool, now time.Time) (selection, []follower) {
 	if full {
-		return operation.Selection{All: true}, fs
+		return selection{all: true}, fs
 	}
-	var sel operation.Selection
+	var sel selection
 	var picked []follower
 	for _, fl := range fs {
 		due := !next[fl.key()].After(now)
@@ -163,9 +175,9 @@ func selection(fs []follower, next map[string]time.Time, groups map[string]bool,
 		}
 		picked = append(picked, fl)
 		if fl.kind == "ingress" {
-			sel.Ingresses = append(sel.Ingresses, fl.name)
+			sel.ingresses = append(sel.ingresses, fl.name)
 		} else {
-			sel.Enrollments = append(sel.Enrollments, fl.name)
+			sel.enrollments = append(sel.enrollments, fl.name)
 		}
 	}
 	return sel, picked
@@ -195,7 +207,7 @@ func (s *service) startFollowers(passCtx context.Context) {
 	now := time.Now()
 	fs := followersOf(s.doc)
 	full := f.all || f.doc != s.doc || f.term != t
-	sel, picked := selection(fs, f.next, f.groups, full, now)
+	sel, picked := selectFollowers(fs, f.next, f.groups, full, now)
 	f.pending, f.all, f.groups = false, false, nil
 	if full {
 		f.doc, f.term = s.doc, t
@@ -221,8 +233,10 @@ func (s *service) startFollowers(passCtx context.Context) {
 	}()
 }
 
-// syncFollowers runs one sync against the stack of doc, for the term t.
-func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Document, sel operation.Selection) followResult {
+// syncFollowers runs one sync against the stack of doc, for the term t:
+// it plans the followers sel covers (their routes, backends and
+// authorizations; teardowns are apply's) and executes the plan.
+func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Document, sel selection) followResult {
 	log := s.log.Named("followers")
 	if err := t.lease.acquire(ctx, doc.Lineage, doc.Serial); err != nil {
 		if errors.Is(err, errStale) {
@@ -231,15 +245,62 @@ func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Documen
 		return followResult{err: err, deposed: deposed(err)}
 	}
 	defer t.lease.release()
-	res, err := s.runner.SyncFollowers(ctx, doc.Stack, doc, sel)
-	for _, line := range res.Lines {
+	scope := plan.Scope{Ingresses: []string{}, Enrollments: []string{}, Sync: true}
+	for _, fl := range followersOf(doc) {
+		if sel.all || fl.kind == "ingress" && slices.Contains(sel.ingresses, fl.name) ||
+			fl.kind == "enrollment" && slices.Contains(sel.enrollments, fl.name) {
+			if fl.kind == "ingress" {
+				scope.Ingresses = append(scope.Ingresses, fl.name)
+			} else {
+				scope.Enrollments = append(scope.Enrollments, fl.name)
+			}
+		}
+	}
+	needs := plan.NeedsOf(doc.Stack, doc, scope)
+	for _, lb := range needs.LoadBalancers {
+		if k := plan.LBKey(lb.Provider, lb.Name); !s.fol.configured[k] {
+			scope.Configure = append(scope.Configure, k)
+		}
+	}
+	world := s.runner.Observe(ctx, needs, nil)
+	for name, err := range world.Failed {
+		log.Warn("group membership unknown; its backends and authorizations are left as they are", "group", name, "error", err)
+	}
+	p, err := plan.Compute(doc.Stack, doc, world, scope)
+	if err != nil {
+		return followResult{err: err}
+	}
+	r := s.runner.Execute(ctx, p, doc.Stack, discard{}, func(eo *execute.Options) {
+		eo.Defer = true
+		eo.Parallelism = s.opts.Parallelism
+		eo.CallTimeout = s.opts.CallTimeout
+	})
+	s.noteConfigured(p, r)
+	for _, line := range followerLines(p, r) {
 		log.Info(line)
 		s.rec.Event(status.Event{Kind: EventSynced, Message: line})
 	}
 	if ctx.Err() != nil {
 		return followResult{} // shutting down
 	}
-	return followResult{err: err}
+	var errs []error
+	for _, u := range p.Unknown() {
+		errs = append(errs, errors.New(u))
+	}
+	return followResult{err: errors.Join(append(errs, r.Errors())...)}
+}
+
+// noteConfigured remembers the load balancers whose health check a sync
+// configured.
+func (s *service) noteConfigured(p *plan.Plan, r *execute.Result) {
+	for _, st := range p.Steps {
+		if st.Kind == plan.StepHealthCheck && r.Status[st.ID-1] == execute.StatusDone {
+			if s.fol.configured == nil {
+				s.fol.configured = map[string]bool{}
+			}
+			s.fol.configured[plan.LBKey(st.Provider, st.LoadBalancer)] = true
+		}
+	}
 }
 
 // followed takes a sync's result.

@@ -313,9 +313,9 @@ func (s *service) setDoc(ctx context.Context, doc *state.Document) {
 		}
 		for _, cfg := range doc.Stack.Groups {
 			spec := groupSpec{stack: doc.Stack.Name, cfg: cfg, lineage: doc.Lineage, serial: doc.Serial,
-				ingresses: ingressesOf(doc, cfg.Name), followed: followed(doc, cfg.Name)}
+				doc: doc, followed: followed(doc, cfg.Name)}
 			if st := doc.Groups[cfg.Name]; st != nil {
-				spec.freed, spec.updateStopped = st.Freed, st.UpdateStopped
+				spec.freed, spec.updateStopped = st.Freed || st.Destroying, st.UpdateStopped
 				spec.recorded = slices.Clone(st.Instances)
 			}
 			want[cfg.Name] = spec

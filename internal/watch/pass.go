@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/internal/watch/heal"
 	"github.com/infrakit/infrakit/internal/watch/status"
@@ -31,10 +31,9 @@ type groupSpec struct {
 	serial               uint64
 	// recorded are the members the state records.
 	recorded []state.Instance
-	// ingresses route to the group (those not freed): a pass takes the
-	// members it sees leave out of their load balancers without waiting
-	// for the sync after it (leaving.go).
-	ingresses []ingressRef
+	// doc is the state the spec was read from: the stack the pass plans
+	// against (its ingresses and enrollments).
+	doc *state.Document
 	// followed: an ingress or enrollment (not freed) follows the group.
 	followed bool
 }
@@ -51,7 +50,8 @@ type groupState struct {
 	// cfgKey identifies the configuration last enforced: when an apply
 	// changes it, a roll in progress is planned again.
 	cfgKey string
-	// inflight are the rolling update's replacements in flight.
+	// inflight are the replacements in flight (a rolling update's, and
+	// heals of unhealthy cattle): provisioned, not yet finished.
 	inflight []replacement
 	// rolling is set from the first batch of a roll to its end.
 	rolling bool
@@ -107,70 +107,6 @@ type passResult struct {
 	deposed bool
 }
 
-// actions collects what the group controller reports while a pass acts,
-// and turns its progress into log lines and events.
-type actions struct {
-	group    string
-	provider string
-	log      hclog.Logger
-	rec      *status.Recorder
-	failed   func(method string, err error)
-
-	mu        sync.Mutex
-	created   []group.Member
-	destroyed []instance.ID
-	// reasons are set before each Execute and only read while it runs.
-	reasons map[instance.ID]instance.DestroyReason
-}
-
-func (a *actions) record(r group.Record) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.created = append(a.created, r.Created...)
-	a.destroyed = append(a.destroyed, r.Destroyed...)
-}
-
-func (a *actions) progress(ev group.Event) {
-	switch ev.Action {
-	case group.ActionCreate:
-		a.log.Info("created instance", "instance", ev.ID, "logical_id", ev.LogicalID)
-		a.rec.Event(status.Event{Kind: status.EventCreated, Group: a.group, Instance: ev.ID, Message: "provisioned"})
-	case group.ActionDestroy:
-		reason := a.reasons[ev.ID]
-		a.drained(ev, reason)
-		a.log.Info("destroyed instance", "instance", ev.ID, "reason", reason)
-		a.rec.Event(status.Event{Kind: status.EventDestroyed, Group: a.group, Instance: ev.ID, Reason: string(reason),
-			Message: "drained and destroyed"})
-	case group.ActionError:
-		a.drained(ev, a.reasons[ev.ID])
-		a.log.Error("instance operation failed", "instance", ev.ID, "logical_id", ev.LogicalID, "error", ev.Err)
-		a.rec.Event(status.Event{Kind: status.EventError, Group: a.group, Instance: ev.ID, Provider: a.provider, Message: errText(ev.Err)})
-		method := "Provision"
-		if ev.ID != "" {
-			method = "Destroy"
-		}
-		a.failed(method, ev.Err)
-	}
-}
-
-// drained records that every flavor drained a member about to be
-// destroyed for a reason of watch's own (unhealthy, a roll). Scale-downs
-// are left out: a large one would double its events and push the ones
-// operators look for out of the bounded event ring.
-func (a *actions) drained(ev group.Event, reason instance.DestroyReason) {
-	if !ev.Drained || reason == group.ReasonScaleDown {
-		return
-	}
-	a.rec.Event(status.Event{Kind: status.EventDrained, Group: a.group, Instance: ev.ID, Reason: string(reason),
-		Message: "drained by every flavor before the destroy"})
-}
-
-func (a *actions) snapshot() ([]group.Member, []instance.ID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.created), slices.Clone(a.destroyed)
-}
-
 // configure brings the group's memory up to the spec: a new configuration
 // (an apply) re-plans a roll in progress and lifts a halt.
 func (s *service) configure(gs *groupState, spec groupSpec, now time.Time, log hclog.Logger) {
@@ -209,10 +145,10 @@ func configKey(g *config.Group) string {
 
 // pass reconciles one group once: observe (with health when it matters),
 // let the self-healing policy adjust what Decide sees, decide, trim the
-// decision by the brake and the replacement budget, act (holding the state
-// lease), record the members in the state, and take the next step of a
-// rolling update. full passes ask every member's health; passes started by
-// a provider event ask it only when the decision depends on it.
+// decision by the brake and the replacement budget, then plan and execute
+// (act.go), holding the state lease, and record the members in the state.
+// full passes ask every member's health; passes started by a provider
+// event ask it only when the decision depends on it.
 func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupSpec, full bool) passResult {
 	start := time.Now()
 	cfg := spec.cfg
@@ -239,184 +175,203 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 		s.rec.SetGroup(rep)
 		return res
 	}
+	o, err := s.observeGroup(ctx, gs, spec, d, full)
+	if err != nil || ctx.Err() != nil {
+		return report(err) // shutting down: a partial observation is no observation
+	}
+	dn := s.decide(gs, spec, d, o, log)
+	res.joined = dn.joined
+	rep.Rolling.Outdated = dn.outdated + cattleInFlight(gs.inflight)
+	rep.Rolling.Wait = dn.rs.Wait
+	rep.Braked, rep.BrakeReason = o.adj.Braked, gs.brakeReason
+	// The status counts what the provider listed (health within the grace
+	// shown as unknown, as Decide saw it); creates not listed yet are
+	// Expected.
+	rep.Members = listedOnly(o.adj.Members, o.members)
+	live := recordOf(o.adj.Members)
+	if dn.work.Empty() && sameMembers(live, gs.recorded) {
+		s.finishRoll(gs, dn.outdated, log)
+		rep.Rolling.InFlight = len(gs.inflight)
+		rep.Expected = gs.tracker.Status(o.now).Pending
+		res.followUp = s.followUp(gs, d, o.adj.Braked, false, false, o.now)
+		return report(nil)
+	}
+	if ctx.Err() != nil {
+		return report(nil) // shutting down: start nothing new
+	}
+	created, destroyed, err := s.act(ctx, t, gs, spec, o, dn, live, &res, log)
+	if res.stale {
+		rep.Duration = time.Since(start)
+		return res
+	}
+	s.finishRoll(gs, dn.outdated, log)
+	rep.Members = markDestroyed(rep.Members, destroyed)
+	rep.Rolling.InFlight = len(gs.inflight)
+	rep.Expected = gs.tracker.Status(o.now).Pending
+	res.acted = len(created)+len(destroyed) > 0
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		err = nil // interrupted by the shutdown, which is not a failure
+	}
+	res.followUp = s.followUp(gs, d, o.adj.Braked, true, err != nil, o.now)
+	return report(err)
+}
 
+// observation is what a pass saw of its group.
+type observation struct {
+	inst    *group.Instances
+	descs   []instance.Description
+	members []group.Member
+	adj     heal.Adjusted
+	now     time.Time
+}
+
+// observeGroup lists the group (with health when it matters) and lets the
+// self-healing policy adjust what Decide sees.
+func (s *service) observeGroup(ctx context.Context, gs *groupState, spec groupSpec, d group.Desired, full bool) (observation, error) {
+	var o observation
+	cfg := spec.cfg
 	for _, key := range providerKeys(cfg) {
 		if _, err := s.prov.client(ctx, key); err != nil {
-			return report(fmt.Errorf("group %q: %w", gs.name, err))
+			return o, fmt.Errorf("group %q: %w", gs.name, err)
 		}
 	}
-	a := &actions{
-		group: gs.name, provider: cfg.Instance.Provider, log: log, rec: s.rec,
-		reasons: map[instance.ID]instance.DestroyReason{},
-		failed: func(method string, err error) {
-			s.prov.failed(ctx, cfg.Instance.Provider, method, err)
-		},
-	}
-	ctrl, err := s.runner.GroupController(ctx, spec.stack, cfg, a.record, a.progress)
+	inst, err := s.runner.Instances(ctx, spec.stack, cfg)
 	if err != nil {
-		return report(err)
+		return o, err
 	}
-
-	// Observe.
-	withHealth := d.ReplaceUnhealthy && (full || len(gs.inflight) > 0 || gs.tracker.Status(start).Unhealthy > 0)
-	descs, members, err := ctrl.ObserveDescriptions(ctx, withHealth)
+	o.inst = inst
+	withHealth := d.ReplaceUnhealthy && (full || len(gs.inflight) > 0 || gs.tracker.Status(time.Now()).Unhealthy > 0)
+	o.descs, o.members, err = inst.ObserveDescriptions(ctx, withHealth)
 	if err != nil {
 		s.prov.failed(ctx, cfg.Instance.Provider, "DescribeInstances", err)
-		return report(err)
+		return o, err
 	}
-	if !withHealth && healthMatters(d, members, gs, spec) {
-		members = ctrl.ObserveFrom(ctx, descs, true)
+	if !withHealth && healthMatters(d, o.members, gs, spec) {
+		o.members = inst.ObserveFrom(ctx, o.descs, true)
 	}
-	if err := ctx.Err(); err != nil {
-		return report(nil) // shutting down: a partial observation is no observation
-	}
-	now := time.Now()
-	adj := gs.tracker.Adjust(now, d, members)
-	owed := gs.tracker.Status(now).Owed
-	joined, seen := joinedMembers(gs.seen, members)
-	res.joined = joined && gs.seenAny && spec.followed
+	o.now = time.Now()
+	o.adj = gs.tracker.Adjust(o.now, d, o.members)
+	return o, nil
+}
+
+// decision is what a pass decided to do to its group.
+type decision struct {
+	work plan.GroupWork
+	// batch is the roll batch started now; rs how the roll stands.
+	batch    []instance.ID
+	rs       group.RollStatus
+	outdated int
+	// finished are the replacements finished now.
+	finished []replacement
+	// joined: the pass listed a live member the previous one did not, or
+	// one whose state or address changed.
+	joined bool
+}
+
+// decide reads the roll in flight, decides on the group as it is about to
+// be, and trims the decision by the brake and the replacement budget.
+func (s *service) decide(gs *groupState, spec groupSpec, d group.Desired, o observation, log hclog.Logger) decision {
+	cfg := spec.cfg
+	owed := gs.tracker.Status(o.now).Owed
+	joined, seen := joinedMembers(gs.seen, o.members)
+	joined = joined && gs.seenAny && spec.followed
 	gs.seen, gs.seenAny = seen, true
-	s.healEvents(gs, adj.Events, owed, log)
+	s.healEvents(gs, o.adj.Events, owed, log)
 	if len(gs.vanished) > owed {
 		gs.vanished = gs.vanished[len(gs.vanished)-owed:]
 	}
-
-	// The roll in flight, then the decision on the group as it is about to be.
 	timeout := time.Duration(cfg.Update.HealthTimeout)
 	if timeout <= 0 {
 		timeout = time.Duration(config.DefaultUpdatePolicy().HealthTimeout)
 	}
-	rv := viewRoll(adj.Members, gs.inflight, now, timeout, !adj.Braked)
+	rv := viewRoll(o.adj.Members, gs.inflight, o.now, timeout, !o.adj.Braked)
 	gs.inflight = rv.Pending
 	for _, r := range rv.TimedOut {
+		if r.Reason == group.ReasonUnhealthy {
+			log.Warn("replacement of an unhealthy instance not healthy in time; the group repairs itself from what runs",
+				"instance", r.New, "replacing", r.Old, "health_timeout", timeout)
+			continue
+		}
 		gs.halted = fmt.Sprintf("replacement %s was not healthy within %s (update.health_timeout); the rolling update waits for the next apply", r.New, timeout)
 		log.Error("rolling update halted", "instance", r.New, "replacing", r.Old, "health_timeout", timeout)
 		s.rec.Event(status.Event{Kind: status.EventRollStopped, Group: gs.name, Instance: r.New, Message: gs.halted})
 	}
 	dec := group.Decide(d, rv.Members)
-	fdec, evs := gs.tracker.Filter(now, dec)
+	fdec, evs := gs.tracker.Filter(o.now, dec)
 	s.healEvents(gs, evs, owed, log)
-
-	var batch []instance.ID
-	var rs group.RollStatus
-	outdated := len(dec.Roll) > 0
+	dn := decision{outdated: len(dec.Roll), finished: rv.Finish, joined: joined}
 	switch {
-	case !outdated:
+	case len(dec.Roll) == 0:
 	case spec.updateStopped:
-		rs.Wait = "stopped by `infrakit group stop-update` until the next apply"
+		dn.rs.Wait = "stopped by `infrakit group stop-update` until the next apply"
 		if gs.rolling && !gs.stopNoted {
 			log.Info("rolling update stopped by group stop-update")
 			s.rec.Event(status.Event{Kind: status.EventRollStopped, Group: gs.name, Message: "halted by group stop-update; the group keeps its mix of old and new instances until the next apply"})
 		}
 		gs.stopNoted = true
 	case gs.halted != "":
-		rs.Wait = gs.halted
-	case adj.Braked:
-		rs.Wait = "replacement is paused by the mass-failure brake"
+		dn.rs.Wait = gs.halted
+	case o.adj.Braked:
+		dn.rs.Wait = "replacement is paused by the mass-failure brake"
 	case !fdec.Settled() || len(fdec.Roll) == 0:
-		rs.Wait = "the group is not settled yet: it is created, destroyed or healed first"
+		dn.rs.Wait = "the group is not settled yet: it is created, destroyed or healed first"
 	default:
-		batch, rs = group.NextRollBatch(d, rv.Members)
+		dn.batch, dn.rs = group.NextRollBatch(d, rv.Members)
 	}
-	rollDec := rollDecision(d, batch, rv.Members)
-
-	act := group.Decision{Create: fdec.Create, Destroy: slices.Concat(fdec.Destroy, rv.Finish)}
-	var cattleRoll []group.Create
-	if d.IsPets() {
-		act.Destroy = append(act.Destroy, rollDec.Destroy...)
-		act.Create = append(act.Create, rollDec.Create...)
-	} else {
-		cattleRoll = rollDec.Create
-	}
-	rep.Rolling.Outdated = len(dec.Roll) + cattleInFlight(gs.inflight)
-	rep.Rolling.Wait = rs.Wait
-	rep.Braked, rep.BrakeReason = adj.Braked, gs.brakeReason
-	// The status counts what the provider listed (health within the grace
-	// shown as unknown, as Decide saw it); creates not listed yet are
-	// Expected.
-	rep.Members = listedOnly(adj.Members, members)
-
-	live := recordOf(adj.Members)
-	acting := len(act.Create)+len(act.Destroy)+len(cattleRoll) > 0
-	if !acting && sameMembers(live, gs.recorded) {
-		s.finishRoll(gs, len(dec.Roll), log)
-		rep.Rolling.InFlight = len(gs.inflight)
-		rep.Expected = gs.tracker.Status(now).Pending
-		res.followUp = s.followUp(gs, d, adj.Braked, false, false, now)
-		return report(nil)
-	}
-	if ctx.Err() != nil {
-		return report(nil) // shutting down: start nothing new
-	}
-
-	// Act, holding the state lease.
-	if err := t.lease.acquire(ctx, spec.lineage, spec.serial); err != nil {
-		if errors.Is(err, errStale) {
-			log.Debug("the state changed since this pass read it; passing again")
-			res.stale = true
-			rep.Duration = time.Since(start)
-			return res
+	dn.work = passWork(d, fdec, rv, dn.batch)
+	if !o.adj.Braked {
+		leaving := map[instance.ID]bool{}
+		for _, x := range dn.work.Destroy {
+			leaving[x.ID] = true
 		}
-		if deposed(err) {
-			log.Warn("not acting: this watch no longer leads", "error", err)
-			res.deposed = true
+		for _, r := range dn.work.Replace {
+			leaving[r.Old] = true
 		}
-		return report(err)
-	}
-	// Members leaving are taken out of the load balancers while their
-	// replacements are created (leaving.go), under the lease.
-	var early *earlyLeave
-	if !adj.Braked {
-		early = s.leaveEarly(ctx, gs.name, spec.ingresses, leavingMembers(gs.recorded, members, adj.Members, act.Destroy), log)
-	}
-	var errs []error
-	for _, x := range act.Destroy {
-		a.reasons[x.ID] = x.Reason
-		if x.Reason == group.ReasonUnhealthy {
-			msg := fmt.Sprintf("unhealthy past the %s grace", time.Duration(cfg.Health.Grace))
-			log.Info("replacing instance", "instance", x.ID, "reason", x.Reason)
-			s.rec.Replacement(gs.name, x.ID, group.ReasonUnhealthy, msg)
+		for _, r := range dn.work.Finish {
+			leaving[r.Old] = true
+		}
+		for _, id := range goneMembers(gs.recorded, o.members, rv.Members, leaving) {
+			if !slices.ContainsFunc(gs.inflight, func(r replacement) bool { return r.Old == id }) {
+				dn.work.Gone = append(dn.work.Gone, id)
+			}
 		}
 	}
-	s.vanishedReplaced(gs, fdec, log)
-	if len(act.Create)+len(act.Destroy) > 0 {
-		r, err := ctrl.Execute(ctx, act)
-		errs = append(errs, r.Err(gs.name), err)
-	}
-	before, _ := a.snapshot()
-	if len(cattleRoll) > 0 && ctx.Err() == nil {
-		r, err := ctrl.Execute(ctx, group.Decision{Create: cattleRoll})
-		errs = append(errs, r.Err(gs.name), err)
-	}
-	created, destroyed := a.snapshot()
-	res.acted = len(created)+len(destroyed) > 0
-	s.startBatch(gs, d, batch, rollDec, created, len(before), now, log)
-	gs.tracker.Issued(now, created, destroyed)
+	return dn
+}
 
-	final := applyActions(live, created, destroyed)
-	serial, werr := t.lease.record(gs.name, final)
-	early.finish(res.acted)
-	t.lease.release()
-	if werr == nil {
-		gs.recorded, gs.recordedSerial = final, serial
-	} else if deposed(werr) {
-		// The fence refused the write: another watch leads now. What this
-		// pass did is found again by its tags.
-		log.Warn("state write refused: this watch no longer leads", "error", werr)
-		res.deposed = true
+// passWork is the plan work of a pass's decision: Decide's creates and
+// destroys, with the destroys of unhealthy members made replacements (make
+// before break for cattle; a pet is destroyed first), the roll batch
+// started now, and the replacements finished now.
+func passWork(d group.Desired, dec group.Decision, rv rollView, batch []instance.ID) plan.GroupWork {
+	var w plan.GroupWork
+	creates := slices.Clone(dec.Create)
+	lids := make(map[instance.ID]string, len(rv.Members))
+	for _, m := range rv.Members {
+		lids[m.ID] = m.LogicalID
 	}
-	errs = append(errs, werr)
-	s.finishRoll(gs, len(dec.Roll), log)
-
-	rep.Members = markDestroyed(rep.Members, destroyed)
-	rep.Rolling.InFlight = len(gs.inflight)
-	rep.Expected = gs.tracker.Status(now).Pending
-	err = errors.Join(errs...)
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		err = nil // interrupted by the shutdown, which is not a failure
+	for _, x := range dec.Destroy {
+		if x.Reason != group.ReasonUnhealthy {
+			w.Destroy = append(w.Destroy, x)
+			continue
+		}
+		lid := lids[x.ID]
+		i := slices.IndexFunc(creates, func(c group.Create) bool { return c.LogicalID == lid })
+		if i < 0 {
+			w.Destroy = append(w.Destroy, x)
+			continue
+		}
+		creates = slices.Delete(creates, i, i+1)
+		w.Replace = append(w.Replace, plan.Replacement{Old: x.ID, LogicalID: lid, Reason: group.ReasonUnhealthy})
 	}
-	res.followUp = s.followUp(gs, d, adj.Braked, true, err != nil, now)
-	return report(err)
+	w.Create = creates
+	for _, id := range batch {
+		w.Replace = append(w.Replace, plan.Replacement{Old: id, LogicalID: lids[id], Reason: group.ReasonRollingUpdate})
+	}
+	for _, r := range rv.Finish {
+		w.Finish = append(w.Finish, plan.Replacement{Old: r.Old, New: r.New, Reason: r.Reason})
+	}
+	return w
 }
 
 // observe is a follower's pass: it lists the group (with health on full
@@ -444,11 +399,11 @@ func (s *service) observe(ctx context.Context, gs *groupState, spec groupSpec, f
 			return report(fmt.Errorf("group %q: %w", gs.name, err))
 		}
 	}
-	ctrl, err := s.runner.GroupController(ctx, spec.stack, cfg, nil, nil)
+	inst, err := s.runner.Instances(ctx, spec.stack, cfg)
 	if err != nil {
 		return report(err)
 	}
-	_, members, err := ctrl.ObserveDescriptions(ctx, full && d.ReplaceUnhealthy)
+	_, members, err := inst.ObserveDescriptions(ctx, full && d.ReplaceUnhealthy)
 	if err != nil {
 		s.prov.failed(ctx, cfg.Instance.Provider, "DescribeInstances", err)
 		return report(err)
@@ -479,41 +434,6 @@ func healthMatters(d group.Desired, members []group.Member, gs *groupState, spec
 	return false
 }
 
-// startBatch tracks the replacements a roll batch created: for pets the
-// members re-created with the batch's logical IDs, for cattle the members
-// the second Execute created (those after the first nBefore).
-func (s *service) startBatch(gs *groupState, d group.Desired, batch []instance.ID, rollDec group.Decision, created []group.Member, nBefore int, now time.Time, log hclog.Logger) {
-	if len(batch) == 0 {
-		return
-	}
-	var made []group.Member
-	if d.IsPets() {
-		lids := map[string]bool{}
-		for _, c := range rollDec.Create {
-			lids[c.LogicalID] = true
-		}
-		for _, m := range created {
-			if lids[m.LogicalID] {
-				made = append(made, m)
-			}
-		}
-	} else {
-		made = created[min(nBefore, len(created)):]
-	}
-	if !gs.rolling {
-		gs.rolling = true
-		msg := fmt.Sprintf("rolling update started: out-of-date instances are replaced %d at a time at most (max_parallel %d, max_unavailable %d)",
-			max(min(d.MaxParallel, d.MaxUnavailable), 1), max(d.MaxParallel, 1), max(d.MaxUnavailable, 1))
-		log.Info(msg)
-		s.rec.Event(status.Event{Kind: status.EventRollStarted, Group: gs.name, Message: msg})
-	}
-	for _, id := range batch {
-		log.Info("replacing instance", "instance", id, "reason", group.ReasonRollingUpdate)
-		s.rec.Replacement(gs.name, id, group.ReasonRollingUpdate, "out of date: its configuration hash is not the group's")
-	}
-	gs.inflight = append(gs.inflight, pairReplacements(d, batch, made, now)...)
-}
-
 // finishRoll ends a roll once nothing is out of date or in flight.
 func (s *service) finishRoll(gs *groupState, outdated int, log hclog.Logger) {
 	if gs.rolling && outdated == 0 && len(gs.inflight) == 0 {
@@ -524,15 +444,10 @@ func (s *service) finishRoll(gs *groupState, outdated int, log hclog.Logger) {
 }
 
 // vanishedReplaced records a "replaced" event for each vanished member
-// this pass re-creates: the creates not paired with an unhealthy destroy.
-func (s *service) vanishedReplaced(gs *groupState, dec group.Decision, log hclog.Logger) {
-	n := len(dec.Create)
-	for _, x := range dec.Destroy {
-		if x.Reason == group.ReasonUnhealthy {
-			n--
-		}
-	}
-	n = min(max(n, 0), len(gs.vanished))
+// the pass re-creates (creates, the replacements of unhealthy members left
+// out).
+func (s *service) vanishedReplaced(gs *groupState, creates int, log hclog.Logger) {
+	n := min(max(creates, 0), len(gs.vanished))
 	for _, id := range gs.vanished[:n] {
 		log.Info("replacing instance", "instance", id, "reason", status.ReasonVanished)
 		s.rec.Replacement(gs.name, id, status.ReasonVanished, "vanished from the provider's listing")

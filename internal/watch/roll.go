@@ -8,14 +8,19 @@ import (
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
-// A pass must not block, so watch rolls a group one step per pass rather
-// than through group.Controller.Roll, which waits (holding the state lock,
-// for up to the update policy's health_timeout) for each batch to turn
-// healthy. The pacing is the same: group.NextRollBatch picks each batch;
-// watch remembers the replacements in flight between passes (below) and
-// finishes each one in the first pass that finds it healthy. Cattle get the
-// replacement first and lose the out-of-date member once it runs healthy; a
-// pet is destroyed and re-created in the same pass (never two copies).
+// A pass must not block, so watch steps a rolling update, and a heal of an
+// unhealthy member, one pass at a time rather than waiting (holding the
+// state lock, for up to the update policy's health_timeout) for each
+// replacement to turn healthy, as apply does. The replacement is the same
+// plan's (plan.GroupWork.Replace, executed with awaits deferred): the
+// pass provisions the new member; watch remembers the replacements in
+// flight between passes (below), and the first pass that finds the new
+// member healthy finishes it (plan.GroupWork.Finish): the new member is
+// registered and authorized, then the old one deregistered, revoked,
+// drained and destroyed. The pacing of a roll is apply's too:
+// group.NextRollBatch picks each batch. A pet is destroyed and re-created
+// in one pass (never two copies) and watched until its new instance is
+// healthy.
 
 // replacement is one member a rolling update is replacing. For cattle, New
 // was created to replace the out-of-date Old, which is destroyed once New
@@ -24,6 +29,8 @@ import (
 type replacement struct {
 	New, Old  instance.ID
 	LogicalID string
+	// Reason is why Old is replaced: a rolling update, or its health.
+	Reason instance.DestroyReason
 	// Since is when New was created; the health timeout counts from it.
 	Since time.Time
 }
@@ -36,9 +43,9 @@ type rollView struct {
 	// group as it is about to be. The slot counts as unavailable until its
 	// replacement is healthy, as NextRollBatch requires.
 	Members []group.Member
-	// Finish are the out-of-date members to destroy now, their replacement
-	// running healthy.
-	Finish []group.Destroy
+	// Finish are the cattle replacements whose new member runs healthy:
+	// their old member is taken away now.
+	Finish []replacement
 	// Pending are the replacements still in flight.
 	Pending []replacement
 	// TimedOut are the replacements not healthy within the health timeout;
@@ -78,7 +85,7 @@ func viewRoll(members []group.Member, inflight []replacement, now time.Time, tim
 			v.Lost = append(v.Lost, r)
 		case n.State == instance.StateRunning && n.Health == flavor.HealthHealthy && finish:
 			if cattle {
-				v.Finish = append(v.Finish, group.Destroy{ID: r.Old, Reason: group.ReasonRollingUpdate})
+				v.Finish = append(v.Finish, r)
 				leaving[r.Old] = true
 			}
 		case timeout > 0 && now.Sub(r.Since) >= timeout:
@@ -100,45 +107,4 @@ func viewRoll(members []group.Member, inflight []replacement, now time.Time, tim
 		}
 	}
 	return v
-}
-
-// rollDecision is what starting batch (from NextRollBatch) takes: for
-// cattle one create per member (the old ones are destroyed in a later pass,
-// once their replacements run healthy); for pets the destroy of each and
-// the create of its logical ID (the group controller destroys before it
-// creates for pets).
-func rollDecision(d group.Desired, batch []instance.ID, members []group.Member) group.Decision {
-	var dec group.Decision
-	if !d.IsPets() {
-		dec.Create = make([]group.Create, len(batch))
-		return dec
-	}
-	lid := make(map[instance.ID]string, len(members))
-	for _, m := range members {
-		lid[m.ID] = m.LogicalID
-	}
-	for _, id := range batch {
-		dec.Destroy = append(dec.Destroy, group.Destroy{ID: id, Reason: group.ReasonRollingUpdate})
-		dec.Create = append(dec.Create, group.Create{LogicalID: lid[id]})
-	}
-	return dec
-}
-
-// pairReplacements turns the members a batch created into replacements in
-// flight: for cattle the i-th created replaces batch[i] (creates that
-// failed leave the rest of the batch as they are, to be picked again); for
-// pets each created member is tracked by itself.
-func pairReplacements(d group.Desired, batch []instance.ID, created []group.Member, now time.Time) []replacement {
-	out := make([]replacement, 0, len(created))
-	for i, m := range created {
-		r := replacement{New: m.ID, LogicalID: m.LogicalID, Since: now}
-		if !d.IsPets() {
-			if i >= len(batch) {
-				break
-			}
-			r.Old = batch[i]
-		}
-		out = append(out, r)
-	}
-	return out
 }

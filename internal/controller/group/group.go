@@ -3,9 +3,10 @@
 // is out of date.
 //
 // The decision is a pure function of the desired group and its observed
-// members (Decide, NextRollBatch), in the manner of Nomad's reconciler: no
-// provider is called here, so tables and rapid properties drive it directly.
-// The controller that observes and acts calls these functions once per pass.
+// members (Decide, NextRollBatch, RollSchedule), in the manner of Nomad's
+// reconciler: no provider is called by them, so tables and rapid
+// properties drive them directly. Package plan turns decisions into steps;
+// Instances is how the executor acts on a group's members.
 //
 // Two rules keep a slow or failing cloud from causing harm:
 //   - a terminating member no longer counts (it is already going away), and
@@ -14,32 +15,9 @@
 package group
 
 import (
-	"context"
-
-	"github.com/infrakit/infrakit/internal/controller"
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
-
-// Group is the Group controller of the design: a controller.Controller plus
-// the verbs the CLI exposes for a group (`group scale`, `group
-// destroy-instances`). It lives here rather than in package controller
-// because DestroyInstances reports a group Result. Controller implements it.
-type Group interface {
-	controller.Controller
-	// Size is the number of members the group should have: its size for
-	// cattle, the number of logical IDs for pets.
-	Size() int
-	// SetSize changes the desired size of cattle; pets are sized by their
-	// logical IDs, so it refuses them.
-	SetSize(n int) error
-	// DestroyInstances destroys the given live members; an unknown ID is an
-	// error and nothing is destroyed. Cattle shrink by the number destroyed;
-	// pets keep their logical IDs and are re-created by the next converge.
-	DestroyInstances(ctx context.Context, ids []instance.ID) (Result, error)
-}
-
-var _ Group = (*Controller)(nil)
 
 // Member is one observed instance of a group.
 type Member struct {

@@ -96,3 +96,72 @@ func NextRollBatch(d Desired, members []Member) ([]instance.ID, RollStatus) {
 	}
 	return batch, st
 }
+
+// RollSchedule is a whole rolling update of members, as apply runs it: the
+// batches NextRollBatch would pick pass after pass, if every replacement
+// turned healthy and every member it replaces then left. members are the
+// group as it will be when the roll starts (after the creates and destroys
+// Decide asks for); wait says why the out-of-date members left out of the
+// batches are not replaced now ("" when none is left out).
+//
+// It follows NextRollBatch's pacing exactly without calling it once per
+// batch (which would cost the group's size per batch): replacements are
+// healthy, so the members in flight stay those that were, the slots per
+// batch stay max_parallel less them, and each batch that replaces members
+// that were not healthy frees that much of max_unavailable.
+func RollSchedule(d Desired, members []Member) (batches [][]instance.ID, wait string) {
+	live := Live(members)
+	var roll []instance.ID
+	for _, m := range live {
+		if d.outdated(m) {
+			roll = append(roll, m.ID)
+		}
+	}
+	if d.IsPets() {
+		roll = decidePets(d, live).Roll // one per logical ID, as Decide keeps them
+	}
+	if len(roll) == 0 {
+		return nil, ""
+	}
+	byID := make(map[instance.ID]Member, len(live))
+	inFlight, unavailable := 0, 0
+	for _, m := range live {
+		byID[m.ID] = m
+		if healthy(m) {
+			continue
+		}
+		unavailable++
+		if !d.outdated(m) && !failed(m) {
+			inFlight++
+		}
+	}
+	var sick, well []instance.ID // out of date and not healthy; healthy
+	for _, id := range roll {
+		if healthy(byID[id]) {
+			well = append(well, id)
+		} else {
+			sick = append(sick, id)
+		}
+	}
+	maxParallel, maxUnavailable := max(d.MaxParallel, 1), max(d.MaxUnavailable, 1)
+	slots := maxParallel - inFlight
+	for len(sick)+len(well) > 0 {
+		a := min(max(slots, 0), len(sick))
+		budget := max(maxUnavailable-unavailable, 0)
+		b := min(max(slots-a, 0), budget, len(well))
+		if a+b == 0 {
+			if slots <= 0 {
+				wait = fmt.Sprintf("replacements still starting: %d (max_parallel %d)", inFlight, maxParallel)
+			} else {
+				wait = fmt.Sprintf("members unavailable: %d (max_unavailable %d)", unavailable, maxUnavailable)
+			}
+			break
+		}
+		batch := make([]instance.ID, 0, a+b)
+		batch = append(append(batch, sick[:a]...), well[:b]...)
+		sick, well = sick[a:], well[b:]
+		unavailable -= a
+		batches = append(batches, batch)
+	}
+	return batches, wait
+}

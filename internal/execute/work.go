@@ -1,0 +1,214 @@
+package execute
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller/enrollment"
+	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/loadbalancer"
+	"github.com/infrakit/infrakit/sdk/nfs"
+)
+
+// job is one call (or one batched call) with everything it needs resolved
+// by the scheduler: the members provisions made, where they are listed.
+type job struct {
+	r     *run
+	steps []plan.Step
+	// member is the instance a step with Made acts on; desc how an await
+	// saw it.
+	member group.Member
+	desc   instance.Description
+	// backends are a register batch's, resolved.
+	backends []loadbalancer.Backend
+	// drainAt is when a drain may start (its drain delay after the
+	// deregistrations it waited for).
+	drainAt time.Time
+	target  *config.EnrollmentTarget
+}
+
+func (r *run) job(ids []plan.StepID) *job {
+	j := &job{r: r, steps: make([]plan.Step, len(ids))}
+	for i, id := range ids {
+		j.steps[i] = r.steps[id-1]
+	}
+	s := j.steps[0]
+	if s.Made != 0 {
+		j.member, j.desc = r.made[s.Made], r.listed[s.Made]
+	}
+	switch s.Kind {
+	case plan.StepRegister:
+		for _, st := range j.steps {
+			if st.Made == 0 {
+				j.backends = append(j.backends, *st.Backend)
+				continue
+			}
+			m, d := r.made[st.Made], r.listed[st.Made]
+			j.backends = append(j.backends, loadbalancer.Backend{ID: m.ID, Address: firstNonEmpty(d.Address, m.Address)})
+		}
+	case plan.StepDrain:
+		for _, d := range s.After {
+			dep := r.steps[d-1]
+			if dep.Kind == plan.StepDeregister && r.status[d-1] == StatusDone {
+				if at := r.endedAt[d-1].Add(time.Duration(s.DrainDelay)); at.After(j.drainAt) {
+					j.drainAt = at
+				}
+			}
+		}
+	case plan.StepAuthorize:
+		if e := r.p.Desired.Enrollment(s.Enrollment); e != nil {
+			t := e.Target
+			j.target = &t
+		}
+	}
+	return j
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// do runs the job. Provider calls are detached from ctx's cancellation:
+// they finish, each bounded by its deadline, and are recorded.
+func (j *job) do(ctx context.Context) result {
+	call := context.WithoutCancel(ctx)
+	s := j.steps[0]
+	switch s.Kind {
+	case plan.StepRecord:
+		if err := j.r.rec.Record(call, s.Changes); err != nil {
+			return result{err: err, stop: err}
+		}
+		return result{}
+	case plan.StepProvision, plan.StepDrain, plan.StepDestroy:
+		return j.groupCall(ctx, call, s)
+	case plan.StepAuthorize, plan.StepRevoke:
+		return j.authorizerCall(call, s)
+	}
+	return j.loadBalancerCall(call, s)
+}
+
+func (j *job) groupCall(ctx, call context.Context, s plan.Step) result {
+	g, err := j.r.b.Group(call, s.Group)
+	if err != nil {
+		return result{err: err}
+	}
+	switch s.Kind {
+	case plan.StepProvision:
+		m, err := g.Provision(call, s.LogicalID)
+		if err != nil {
+			return result{err: err}
+		}
+		if err := j.r.rec.Created(call, s.Group, m); err != nil {
+			return result{member: m, stop: err}
+		}
+		return result{member: m}
+	case plan.StepDrain:
+		if wait := time.Until(j.drainAt); wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return result{status: StatusNotRun}
+			}
+		}
+		return result{err: g.Drain(call, s.Instance)}
+	default:
+		if err := g.Destroy(call, s.Instance, instance.DestroyReason(s.Reason)); err != nil {
+			return result{err: err}
+		}
+		if err := j.r.rec.Destroyed(call, s.Group, s.Instance); err != nil {
+			return result{stop: err}
+		}
+		return result{}
+	}
+}
+
+func (j *job) loadBalancerCall(call context.Context, s plan.Step) result {
+	l4, err := j.r.b.LoadBalancer(call, s.Provider, s.LoadBalancer)
+	if err != nil {
+		return result{err: err}
+	}
+	cctx, cancel := context.WithTimeout(call, j.r.o.CallTimeout)
+	defer cancel()
+	fail := func(what string, err error) result {
+		if err == nil {
+			return result{}
+		}
+		return result{err: fmt.Errorf("load balancer %q: %s: %w", s.LoadBalancer, what, err)}
+	}
+	switch s.Kind {
+	case plan.StepPublish:
+		return fail(fmt.Sprintf("publish port %d", s.Route.LoadBalancerPort), l4.Publish(cctx, *s.Route))
+	case plan.StepUnpublish:
+		return fail(fmt.Sprintf("unpublish port %d", s.Route.LoadBalancerPort), l4.Unpublish(cctx, s.Route.LoadBalancerPort))
+	case plan.StepRepublish:
+		if err := l4.Unpublish(cctx, s.OldRoute.LoadBalancerPort); err != nil {
+			return fail(fmt.Sprintf("republish port %d: unpublish", s.OldRoute.LoadBalancerPort), err)
+		}
+		return fail(fmt.Sprintf("republish port %d: publish", s.Route.LoadBalancerPort), l4.Publish(cctx, *s.Route))
+	case plan.StepHealthCheck:
+		return fail("configure health check", l4.ConfigureHealthCheck(cctx, *s.HealthCheck))
+	case plan.StepRegister:
+		return fail(fmt.Sprintf("register %d backend(s)", len(j.backends)), l4.RegisterBackends(cctx, j.backends))
+	case plan.StepDeregister:
+		ids := make([]instance.ID, len(j.steps))
+		for i, st := range j.steps {
+			ids[i] = st.Backend.ID
+		}
+		return fail(fmt.Sprintf("deregister %d backend(s)", len(ids)), l4.DeregisterBackends(cctx, ids))
+	}
+	return result{err: fmt.Errorf("step %d: unknown kind %q", s.ID, s.Kind)}
+}
+
+func (j *job) authorizerCall(call context.Context, s plan.Step) result {
+	auth, err := j.r.b.Authorizer(call, s.Provider, s.TargetType)
+	if err != nil {
+		return result{err: err}
+	}
+	cctx, cancel := context.WithTimeout(call, j.r.o.CallTimeout)
+	defer cancel()
+	if s.Kind == plan.StepRevoke {
+		if err := auth.Revoke(cctx, s.Authorization.ID); err != nil {
+			return result{err: fmt.Errorf("enrollment %q: revoke %s: %w", s.Enrollment, s.Authorization.ID, err)}
+		}
+		return result{}
+	}
+	a, err := j.authorization(s)
+	if err != nil {
+		return result{err: err}
+	}
+	if _, err := auth.Authorize(cctx, a); err != nil {
+		return result{err: fmt.Errorf("enrollment %q: authorize %s: %w", s.Enrollment, a.SourceID, err)}
+	}
+	return result{}
+}
+
+// authorization is what an authorize step makes: the plan's, or for a
+// member the plan made, the target's properties rendered for it as it was
+// listed running.
+func (j *job) authorization(s plan.Step) (nfs.Authorization, error) {
+	if s.Made == 0 {
+		return *s.Authorization, nil
+	}
+	if j.target == nil {
+		return nfs.Authorization{}, fmt.Errorf("enrollment %q is not in the plan's stack", s.Enrollment)
+	}
+	d := j.desc
+	if d.ID == "" {
+		d = instance.Description{ID: j.member.ID, Address: j.member.Address, State: instance.StateRunning}
+	}
+	props, err := plan.RenderAuthorizationProperties(j.target, d)
+	if err != nil {
+		return nfs.Authorization{}, fmt.Errorf("enrollment %q: %w", s.Enrollment, err)
+	}
+	m := group.Member{ID: d.ID, LogicalID: j.member.LogicalID, Address: d.Address, State: d.State}
+	return enrollment.Authorization(s.Enrollment, m, props), nil
+}

@@ -1,0 +1,240 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller/enrollment"
+	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/tags"
+	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/nfs"
+)
+
+// EnrollmentChange is what a plan does for one enrollment block. The work
+// itself is in the plan's steps whose Object is the enrollment.
+type EnrollmentChange struct {
+	Enrollment string `json:"enrollment"`
+	Action     Action `json:"action"`
+	// Settings are changed attributes that need no call to the target.
+	Settings []enrollment.Setting `json:"settings,omitempty"`
+	// Deferred counts authorizations of members that left, kept until
+	// their replacements run (enrollment.Diff's holding rule).
+	Deferred int `json:"deferred,omitempty"`
+	// Failed are members whose properties cannot be rendered; what they
+	// have is left alone.
+	Failed []enrollment.RenderFailure `json:"failed,omitempty"`
+	// Held is set when the source membership is unknown: nothing changes.
+	Held bool `json:"held,omitempty"`
+	// Retarget names the old target when the target changed: what the
+	// enrollment made there is revoked once the new target is authorized.
+	Retarget string `json:"retarget,omitempty"`
+	// Pending are old targets whose revocations an earlier apply could not
+	// finish: this plan finishes them.
+	Pending []string `json:"pending,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// enrollmentSteps plans enrollment e of stack st: an authorization for
+// every running member of its source that stays, one for every member the
+// plan provisions once it runs, and the revocation of what is left (at
+// once, or for a member that leaves, before it is drained and after the
+// member replacing it is authorized). It fills in c.
+func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world World, c *EnrollmentChange) {
+	object := Address(KindEnrollment, e.Name)
+	t := e.Target
+	obs, ok := world.Authorizers[TargetKey(t.Provider, t.Type)]
+	switch {
+	case !ok:
+		c.Error = fmt.Sprintf("target %s was not observed", enrollment.TargetString(e.Target))
+		return
+	case obs.Err != nil:
+		c.Error = fmt.Sprintf("target %s: %v", enrollment.TargetString(e.Target), obs.Err)
+		return
+	case world.Failed[e.Source] != nil:
+		c.Held = true
+		return
+	}
+	src := e.Source
+	render, err := renderer(e, world.Instances[src])
+	if err != nil {
+		c.Error = err.Error()
+		return
+	}
+	staying := b.staying(src, world.Members[src])
+	ch := enrollment.Diff(e.Name, staying, enrollment.WantOf(st.Group(src)), obs.Authorizations, render)
+	c.Failed = ch.Failed
+	step := func(kind StepKind) Step {
+		return Step{Kind: kind, Object: object, Provider: t.Provider, Enrollment: e.Name, TargetType: t.Type, Group: src}
+	}
+	authorize := func(a nfs.Authorization, after ...StepID) StepID {
+		s := step(StepAuthorize)
+		s.Instance, s.Authorization, s.After = a.SourceID, ptr(a), after
+		id := b.add(s)
+		b.authorized[authKey{where: e.Name, id: string(a.SourceID)}] = id
+		return id
+	}
+	revoke := func(r enrollment.Revocation, after ...StepID) StepID {
+		key := authKey{where: TargetKey(t.Provider, t.Type), id: r.Authorization.ID}
+		if id, done := b.revoked[key]; done {
+			b.after(id, after...)
+			return id
+		}
+		s := step(StepRevoke)
+		s.Instance, s.Authorization, s.Reason, s.After = enrollment.SourceOf(r.Authorization), ptr(r.Authorization), r.Reason, after
+		id := b.add(s)
+		b.revoked[key] = id
+		return id
+	}
+	for _, a := range ch.Authorize {
+		authorize(a)
+	}
+	for _, r := range ch.Reauthorize {
+		made := authorize(r.New)
+		revoke(enrollment.Revocation{Authorization: r.Old, Reason: enrollment.ReasonReplaced}, made)
+	}
+	// Arrivals are authorized once they run.
+	var fresh []*arrival // provisioned by the plan, not yet paired with a held authorization
+	for _, a := range b.arrivals[src] {
+		if a.provision == 0 {
+			a.ready = append(a.ready, b.authorized[authKey{where: e.Name, id: string(a.id)}])
+			continue
+		}
+		s := step(StepAuthorize)
+		s.Made, s.After = a.provision, []StepID{a.await}
+		id := b.add(s)
+		b.authorized[authKey{where: e.Name, id: fmt.Sprintf("made:%d", a.provision)}] = id
+		a.ready = append(a.ready, id)
+		fresh = append(fresh, a)
+	}
+	for _, r := range ch.Revoke {
+		source := enrollment.SourceOf(r.Authorization)
+		var after []StepID
+		if l := b.leavingMember(src, source); l != nil && l.by != nil {
+			after = append(after, b.authorizedFor(e.Name, l.by)) // make before break
+		}
+		b.beforeDrain(src, source, revoke(r, after...))
+	}
+	c.Deferred = b.releaseHeld(src, ch.Deferred, fresh, revoke, e.Name)
+}
+
+// releaseHeld decides on the authorizations Diff holds (of members that
+// left): that of a member the plan takes away is revoked, before its drain
+// and, when the plan replaces it, once its replacement is authorized; that
+// of a member that left behind the plan's back is revoked once a member
+// the plan adds in its place is authorized (a pet's by the one with its
+// logical ID, cattle by the plain creates, in order), and otherwise stays
+// held. It returns how many stay held.
+func (b *builder) releaseHeld(src string, held []nfs.Authorization, fresh []*arrival,
+	revoke func(enrollment.Revocation, ...StepID) StepID, name string) int {
+	used := map[*arrival]bool{}
+	left := 0
+	for _, h := range held {
+		source := enrollment.SourceOf(h)
+		if l := b.leavingMember(src, source); l != nil {
+			var after []StepID
+			if l.by != nil {
+				after = append(after, b.authorizedFor(name, l.by)) // make before break
+			}
+			b.beforeDrain(src, source, revoke(enrollment.Revocation{Authorization: h, Reason: enrollment.ReasonMemberGone}, after...))
+			continue
+		}
+		lid := h.Tags[tags.LogicalID]
+		var by *arrival
+		for _, a := range fresh {
+			if !used[a] && a.replaces == nil && a.logicalID == lid {
+				by = a
+				break
+			}
+		}
+		if by == nil {
+			left++
+			continue
+		}
+		used[by] = true
+		revoke(enrollment.Revocation{Authorization: h, Reason: enrollment.ReasonMemberGone}, b.authorizedFor(name, by))
+	}
+	return left
+}
+
+// beforeDrain makes a leaving member's drain wait for the revocation of
+// its authorization, except for a pet being replaced: its new instance
+// comes after the old one is destroyed, and keeps the authorization
+// until then.
+func (b *builder) beforeDrain(group string, member instance.ID, revocation StepID) {
+	if l := b.leavingMember(group, member); l != nil && !(l.pet && l.by != nil) {
+		b.after(l.drain, revocation)
+	}
+}
+
+// authorizedFor is the step authorizing arrival a for enrollment name
+// (zero when none: it is authorized already).
+func (b *builder) authorizedFor(name string, a *arrival) StepID {
+	if a.provision != 0 {
+		return b.authorized[authKey{where: name, id: fmt.Sprintf("made:%d", a.provision)}]
+	}
+	return b.authorized[authKey{where: name, id: string(a.id)}]
+}
+
+// revokeAt revokes at target (provider, type) every authorization of
+// enrollment name that rev lists (Teardown or Retarget), each after the
+// steps in after; a member leaving is drained only once its authorization
+// is revoked.
+func (b *builder) revokeAt(object, provider, typ, name, src string, rev enrollment.Changes, after []StepID) []StepID {
+	var out []StepID
+	for _, r := range rev.Revoke {
+		key := authKey{where: TargetKey(provider, typ), id: r.Authorization.ID}
+		if id, done := b.revoked[key]; done {
+			out = append(out, id)
+			continue
+		}
+		s := Step{Kind: StepRevoke, Object: object, Provider: provider, Enrollment: name, TargetType: typ, Group: src,
+			Instance: enrollment.SourceOf(r.Authorization), Authorization: ptr(r.Authorization), Reason: r.Reason,
+			After: append([]StepID(nil), after...)}
+		id := b.add(s)
+		b.revoked[key] = id
+		b.beforeDrain(src, s.Instance, id)
+		out = append(out, id)
+	}
+	return out
+}
+
+// renderer is the render function enrollment.Diff takes: the target
+// properties evaluated with member = the member's description (from descs,
+// else what the member says of itself). The expression is parsed once.
+func renderer(e *config.Enrollment, descs []instance.Description) (func(group.Member) (json.RawMessage, error), error) {
+	t := e.Target
+	expr, diags := t.PropertiesExpression()
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("enrollment %q: target properties: %w", e.Name, diags)
+	}
+	t.PropertiesExpr = expr
+	byID := make(map[instance.ID]int, len(descs))
+	for i, d := range descs {
+		if _, dup := byID[d.ID]; !dup {
+			byID[d.ID] = i
+		}
+	}
+	return func(m group.Member) (json.RawMessage, error) {
+		d := instance.Description{ID: m.ID, Address: m.Address, State: m.State}
+		if i, ok := byID[m.ID]; ok {
+			d = descs[i]
+		}
+		return RenderAuthorizationProperties(&t, d)
+	}, nil
+}
+
+// RenderAuthorizationProperties renders target t's properties for the
+// member described by d.
+func RenderAuthorizationProperties(t *config.EnrollmentTarget, d instance.Description) (json.RawMessage, error) {
+	v, err := config.MemberValue(d)
+	if err != nil {
+		return nil, err
+	}
+	props, err := t.RenderProperties(v)
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", d.ID, err)
+	}
+	return props, nil
+}
