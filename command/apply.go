@@ -415,7 +415,7 @@ func progressVerb(ev execute.Event) string {
 	case plan.StepRegister:
 		return fmt.Sprintf("Registering backends on %s...", s.LoadBalancer)
 	case plan.StepDeregister:
-		return fmt.Sprintf("Deregistering backend %s from %s...", s.Instance, s.LoadBalancer)
+		return fmt.Sprintf("Deregistering backends from %s...", s.LoadBalancer)
 	case plan.StepPublish, plan.StepRepublish:
 		return fmt.Sprintf("Publishing route %s:%d...", s.LoadBalancer, s.Route.LoadBalancerPort)
 	case plan.StepUnpublish:
@@ -423,7 +423,7 @@ func progressVerb(ev execute.Event) string {
 	case plan.StepAuthorize:
 		return "Authorizing members..."
 	case plan.StepRevoke:
-		return fmt.Sprintf("Revoking the authorization of %s...", s.Instance)
+		return "Revoking authorizations..."
 	}
 	return ""
 }

@@ -12,7 +12,8 @@ import (
 
 	"github.com/mitchellh/cli"
 
-	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/controller"
+	"github.com/infrakit/infrakit/internal/execute"
 	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
 )
@@ -183,7 +184,8 @@ func TestPlanApplyShowDestroy(t *testing.T) {
 	code, stdout, stderr = runIn(t, applyCmd, wd, "", "-auto-approve", "-json", "-parallelism", "2")
 	wantExit(t, "apply -json", code, 0, stdout, stderr)
 	var res applyJSON
-	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Added != 3 || res.Stack != "lifecycle" || len(res.Failed) != 0 {
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Summary.Add != 3 || res.Summary != jp.Summary ||
+		res.Stack != "lifecycle" || len(res.Failed) != 0 {
 		t.Fatalf("apply -json = %+v, %v\n%s", res, err, stdout)
 	}
 
@@ -257,7 +259,7 @@ func TestStackVerbsRefuseBadArguments(t *testing.T) {
 }
 
 func TestProgressPrinter(t *testing.T) {
-	render := func(tty bool, events ...operation.Progress) (string, string) {
+	render := func(tty bool, events ...execute.Event) (string, string) {
 		var out, errs bytes.Buffer
 		ui := &cli.BasicUi{Writer: &out, ErrorWriter: &errs}
 		p := &progressPrinter{out: &out, ui: ui, tty: tty}
@@ -267,36 +269,38 @@ func TestProgressPrinter(t *testing.T) {
 		p.finish()
 		return out.String(), errs.String()
 	}
-	steps := func(action string, n int) []operation.Progress {
-		var evs []operation.Progress
+	steps := func(kind plan.StepKind, n int) []execute.Event {
+		var evs []execute.Event
 		for i := 1; i <= n; i++ {
-			evs = append(evs, operation.Progress{Group: "g", Action: action, ID: "i-1", Done: i, Total: n})
+			evs = append(evs, execute.Event{Step: plan.Step{Kind: kind, Object: "group.g", Instance: "i-1"},
+				Status: execute.StatusDone, Done: i, Total: n})
 		}
 		return evs
 	}
 
-	out, _ := render(false, steps("create", 3)...)
+	out, _ := render(false, steps(plan.StepProvision, 3)...)
 	if out != "group.g: Creating instance... [1/3]\ngroup.g: Creating instance... [2/3]\ngroup.g: Creating instance... [3/3]\n" {
 		t.Errorf("small step:\n%s", out)
 	}
-	out, _ = render(false, steps("destroy", 1)...)
+	out, _ = render(false, steps(plan.StepDestroy, 1)...)
 	if out != "group.g: Destroying instance i-1... [1/1]\n" {
 		t.Errorf("destroy:\n%s", out)
 	}
 	// A large step on a pipe: a line per tenth.
-	out, _ = render(false, steps("create", 1000)...)
+	out, _ = render(false, steps(plan.StepProvision, 1000)...)
 	if lines := strings.Count(out, "\n"); lines != 10 || !strings.HasSuffix(out, "[1000/1000]\n") {
 		t.Errorf("large step printed %d lines:\n%s", lines, out)
 	}
 	// On a terminal: a bar redrawn in place, ended by a newline.
-	out, _ = render(true, steps("create", 1000)...)
-	if !strings.HasPrefix(out, "\rgroup.g: [") || !strings.HasSuffix(out, "[==============================] 1000/1000\n") ||
+	out, _ = render(true, steps(plan.StepProvision, 1000)...)
+	if !strings.HasPrefix(out, "\rgroup.g: Creating instance... [") || !strings.HasSuffix(out, "[==============================] 1000/1000\n") ||
 		strings.Count(out, "\n") != 1 || strings.Count(out, "\r") > 20 {
 		t.Errorf("bar output: %q", out)
 	}
 	// Errors always print, and close an open bar first.
-	evs := steps("create", 100)[:60]
-	evs = append(evs, operation.Progress{Group: "g", Action: "error", Err: errors.New("boom"), Done: 61, Total: 100})
+	evs := steps(plan.StepProvision, 100)[:60]
+	evs = append(evs, execute.Event{Step: plan.Step{Kind: plan.StepProvision, Object: "group.g"}, Status: execute.StatusFailed,
+		Err: errors.New("boom"), Done: 61, Total: 100})
 	out, errOut := render(true, evs...)
 	if !strings.HasSuffix(out, "\n") || !strings.Contains(errOut, "group.g: Error: boom [61/100]") {
 		t.Errorf("error: out %q err %q", out, errOut)
@@ -310,7 +314,7 @@ func TestReportApplyRefused(t *testing.T) {
 	p := &plan.Plan{Stack: "s"}
 	for _, tc := range []struct {
 		name      string
-		res       *operation.ApplyResult
+		res       *controller.Result
 		err       error
 		summary   string
 		resources string
@@ -321,9 +325,9 @@ func TestReportApplyRefused(t *testing.T) {
 			"Error: Saved plan is stale", ""},
 		{"locked", nil, &state.LockedError{State: "infrakit.state.json", Cause: errors.New("timeout")},
 			"Error: Error acquiring the state lock", ""},
-		{"failed midway", &operation.ApplyResult{Created: 2}, errors.New("provider died"),
+		{"failed midway", &controller.Result{Done: plan.Counts{Add: 2}}, errors.New("provider died"),
 			"Error: Error applying the plan", "Apply incomplete. Resources: 2 added, 0 rolled, 0 destroyed; 0 failed."},
-		{"done", &operation.ApplyResult{Created: 1}, nil, "", "Apply complete! Resources: 1 added, 0 rolled, 0 destroyed."},
+		{"done", &controller.Result{Done: plan.Counts{Add: 1}}, nil, "", "Apply complete! Resources: 1 added, 0 rolled, 0 destroyed."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, stdout, stderr := newTestMeta(t)

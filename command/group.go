@@ -138,10 +138,14 @@ func groupSize(v operation.GroupView) string {
 	return strconv.Itoa(*v.Size)
 }
 
-// groupStatus is "managed" or "freed".
-func groupStatus(freed bool) string {
-	if freed {
+// groupStatus is "managed", "freed", or "destroying" (a group destroy
+// that did not finish).
+func groupStatus(v operation.GroupView) string {
+	switch {
+	case v.Freed:
 		return "freed"
+	case v.Destroying:
+		return "destroying"
 	}
 	return "managed"
 }
@@ -163,7 +167,7 @@ func writeGroupTable(w io.Writer, views []operation.GroupView) error {
 	fmt.Fprintln(tw, "GROUP\tSIZE\tINSTANCES\tHEALTHY\tSTATUS")
 	for _, v := range views {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n",
-			v.Name, groupSize(v), len(v.Instances), countHealthyMembers(v.Instances), groupStatus(v.Freed))
+			v.Name, groupSize(v), len(v.Instances), countHealthyMembers(v.Instances), groupStatus(v))
 	}
 	return tw.Flush()
 }
@@ -172,7 +176,7 @@ func writeGroupTable(w io.Writer, views []operation.GroupView) error {
 // per member with its user tags (infrakit's own tags are in -json).
 func writeGroupDescription(w io.Writer, v operation.GroupView) error {
 	fmt.Fprintf(w, "Group %q: size %s, %d instances (%d healthy), %s\n",
-		v.Name, groupSize(v), len(v.Instances), countHealthyMembers(v.Instances), groupStatus(v.Freed))
+		v.Name, groupSize(v), len(v.Instances), countHealthyMembers(v.Instances), groupStatus(v))
 	switch outdated, total := rollProgress(v); {
 	case v.UpdateStopped:
 		fmt.Fprintf(w, "Rolling update: stopped by group stop-update until the next apply; %d of %d instances out of date\n", outdated, total)
@@ -249,9 +253,19 @@ func followerPhrase(res *controller.Result) string {
 	if res == nil || res.Done.Followers() == 0 {
 		return ""
 	}
-	full := res.Done.DonePhrase(true)
-	_, tail, _ := strings.Cut(full, "; ")
-	return "; " + tail
+	c := res.Done
+	var parts []string
+	for _, x := range []struct {
+		n          int
+		noun, verb string
+	}{{c.Publish, "route", "published"}, {c.Republish, "route", "republished"}, {c.Unpublish, "route", "unpublished"},
+		{c.Register, "backend", "registered"}, {c.Deregister, "backend", "deregistered"},
+		{c.Authorize, "authorization", "made"}, {c.Revoke, "authorization", "revoked"}} {
+		if x.n > 0 {
+			parts = append(parts, countOf(x.n, x.noun)+" "+x.verb)
+		}
+	}
+	return "; " + strings.Join(parts, ", ")
 }
 
 // groupViews asks the groups controller for the views of every group, or

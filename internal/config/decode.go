@@ -359,9 +359,36 @@ func (l *loader) decodeIngress(b *hcl.Block) *Ingress {
 			"An ingress needs at least one rule block, naming a load balancer, the groups behind it and its routes.")
 	}
 	for _, rb := range rules {
-		in.Rules = append(in.Rules, l.decodeRule(rb))
+		r := l.decodeRule(rb)
+		l.claimLoadBalancer(in.Name, r, rb)
+		in.Rules = append(in.Rules, r)
 	}
 	return in
+}
+
+// claimLoadBalancer refuses a rule naming a load balancer another ingress
+// names: an ingress owns its load balancers (what is on them and is none
+// of its rules' is taken off), so two would undo each other's work on
+// every apply.
+func (l *loader) claimLoadBalancer(ingress string, r Rule, b *hcl.Block) {
+	if r.LoadBalancer == "" {
+		return
+	}
+	at := b.DefRange
+	if attrs, _ := b.Body.JustAttributes(); attrs != nil {
+		if a := attrs["loadbalancer"]; a != nil {
+			at = a.Expr.Range()
+		}
+	}
+	first, named := l.lbOwner[r.LoadBalancer]
+	switch {
+	case !named:
+		l.lbOwner[r.LoadBalancer] = lbRule{ingress: ingress, at: at}
+	case first.ingress != ingress:
+		l.errorf(at, "Load balancer shared by ingresses",
+			"Load balancer %q is already named by ingress %q at %s. An ingress owns its load balancers: their routes and backends are exactly its rules', so two ingresses on one load balancer would undo each other's. Put the rules in one ingress, or give each ingress its own load balancer.",
+			r.LoadBalancer, first.ingress, rangeString(first.at))
+	}
 }
 
 func (l *loader) decodeRule(b *hcl.Block) Rule {

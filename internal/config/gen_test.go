@@ -156,11 +156,21 @@ func genStack() *rapid.Generator[*config.Stack] {
 		}
 		if len(groupNames) > 0 && len(lbNames) > 0 {
 			published := map[string]bool{}
+			owner := map[string]string{} // an ingress owns its load balancers
 			for _, name := range rapid.SliceOfNDistinct(rapid.StringMatching(`[a-z][a-z0-9.]{0,8}`), 0, 2, rapid.ID[string]).Draw(t, "ingresses") {
+				var mine []string
+				for _, lb := range lbNames {
+					if o, taken := owner[lb]; !taken || o == name {
+						mine = append(mine, lb)
+					}
+				}
+				if len(mine) == 0 {
+					break
+				}
 				in := &config.Ingress{Name: name, SyncInterval: genDuration(time.Second).Draw(t, "sync")}
 				for range rapid.IntRange(1, 2).Draw(t, "rules") {
 					r := config.Rule{
-						LoadBalancer: rapid.SampledFrom(lbNames).Draw(t, "lb"),
+						LoadBalancer: rapid.SampledFrom(mine).Draw(t, "lb"),
 						Groups:       rapid.SliceOfNDistinct(rapid.SampledFrom(groupNames), 1, len(groupNames), rapid.ID[string]).Draw(t, "groups"),
 					}
 					for range rapid.IntRange(1, 2).Draw(t, "routes") {
@@ -178,6 +188,7 @@ func genStack() *rapid.Generator[*config.Stack] {
 						}
 						r.Routes = append(r.Routes, rt)
 					}
+					owner[r.LoadBalancer] = name
 					in.Rules = append(in.Rules, r)
 				}
 				st.Ingresses = append(st.Ingresses, in)

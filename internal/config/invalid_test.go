@@ -64,7 +64,8 @@ func TestInvalidStacks(t *testing.T) {
 		{"missing_rule.hcl", "missing_rule.hcl:3:1", "Missing rule block", "at least one rule", 0},
 		{"bad_protocol.hcl", "bad_protocol.hcl:19:21", "Invalid protocol", `got "websocket"`, 0},
 		{"bad_port.hcl", "bad_port.hcl:19:17", "Invalid value", "between 1 and 65535; got 70000", 0},
-		{"duplicate_route.hcl", "duplicate_route.hcl:27:5", "Duplicate route", "duplicate_route.hcl:17:5", 0},
+		{"duplicate_route.hcl", "duplicate_route.hcl:25:5", "Duplicate route", "duplicate_route.hcl:17:5", 0},
+		{"shared_loadbalancer.hcl", "shared_loadbalancer.hcl:25:20", "Load balancer shared by ingresses", "shared_loadbalancer.hcl:15:20", 0},
 		{"reserved_tag.hcl", "reserved_tag.hcl:6:26", "Reserved tag", `"infrakit.group" cannot be set here`, 0},
 		{"certificate_without_tls.hcl", "certificate_without_tls.hcl:20:21", "Certificate without TLS", "https or ssl", 0},
 	}

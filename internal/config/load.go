@@ -271,11 +271,20 @@ type loader struct {
 	ingresses     map[string]hcl.Range
 	enrollments   map[string]hcl.Range
 	publishedPort map[lbPort]hcl.Range
+	// lbOwner is the ingress that names each load balancer (the first rule
+	// naming it): an ingress owns its load balancers.
+	lbOwner map[string]lbRule
 
 	// specs are the specification files among the stack files; impliedName
 	// names the stack when no file has a stack block.
 	specs       []*legacy.File
 	impliedName string
+}
+
+// lbRule is where an ingress first names a load balancer.
+type lbRule struct {
+	ingress string
+	at      hcl.Range
 }
 
 // lbPort is one port of one load balancer: two routes may not publish it.
@@ -293,6 +302,7 @@ func newLoader(st *Stack) *loader {
 		ingresses:     map[string]hcl.Range{},
 		enrollments:   map[string]hcl.Range{},
 		publishedPort: map[lbPort]hcl.Range{},
+		lbOwner:       map[string]lbRule{},
 	}
 }
 

@@ -1,6 +1,7 @@
 package execute
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -12,7 +13,8 @@ import (
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
-// An await waits until the instance a provision made is listed running,
+// An await waits until the instance a provision made (or a pending member
+// the plan found) is listed running,
 // and for a replacement until every flavor judges it healthy too. One
 // poller per group serves all of the group's awaits: each listing (one
 // DescribeInstances) answers every await it can, and health is asked only
@@ -27,7 +29,6 @@ type awaitReq struct {
 	id       instance.ID
 	timeout  time.Duration
 	deadline time.Time
-	listed   bool
 }
 
 type poller struct {
@@ -39,14 +40,23 @@ type poller struct {
 	mu    sync.Mutex
 	queue []*awaitReq
 	wake  chan struct{}
+
+	// seen are the instances any listing of the poller showed (its loop
+	// owns it): one of them no longer listed has vanished, even when it
+	// was listed before its await was handed over.
+	seen map[instance.ID]bool
 }
 
 // await hands an await to its group's poller, starting the poller first.
 func (r *run) await(ctx context.Context, s plan.Step) {
-	m, ok := r.made[s.Made]
-	if !ok {
-		r.end(ctx, []plan.StepID{s.ID}, StatusFailed, fmt.Errorf("step %d: the instance of step %d was not made", s.ID, s.Made))
-		return
+	id := s.Instance
+	if s.Made != 0 {
+		m, ok := r.made[s.Made]
+		if !ok {
+			r.end(ctx, []plan.StepID{s.ID}, StatusFailed, fmt.Errorf("step %d: the instance of step %d was not made", s.ID, s.Made))
+			return
+		}
+		id = m.ID
 	}
 	p := r.pollers[s.Group]
 	if p == nil {
@@ -55,7 +65,8 @@ func (r *run) await(ctx context.Context, s plan.Step) {
 			r.end(ctx, []plan.StepID{s.ID}, StatusFailed, err)
 			return
 		}
-		p = &poller{group: s.Group, g: g, props: r.needsProperties(s.Group), o: r.o, wake: make(chan struct{}, 1)}
+		p = &poller{group: s.Group, g: g, props: r.needsProperties(s.Group), o: r.o, wake: make(chan struct{}, 1),
+			seen: map[instance.ID]bool{}}
 		r.pollers[s.Group] = p
 		r.wg.Add(1)
 		go func() {
@@ -67,14 +78,14 @@ func (r *run) await(ctx context.Context, s plan.Step) {
 	if timeout <= 0 {
 		timeout = r.o.AwaitTimeout
 	}
-	p.add(&awaitReq{step: s, id: m.ID, timeout: timeout, deadline: time.Now().Add(timeout)})
+	p.add(&awaitReq{step: s, id: id, timeout: timeout, deadline: time.Now().Add(timeout)})
 }
 
 // needsProperties reports whether an enrollment the plan authorizes the
-// group's new members for renders member.properties.
+// group's awaited members for renders member.properties.
 func (r *run) needsProperties(groupName string) bool {
 	for _, s := range r.steps {
-		if s.Kind != plan.StepAuthorize || s.Group != groupName || s.Made == 0 {
+		if s.Kind != plan.StepAuthorize || s.Group != groupName || s.Awaited == 0 {
 			continue
 		}
 		if e := r.p.Desired.Enrollment(s.Enrollment); e != nil && enrollment.NeedsProperties(&e.Target) {
@@ -103,7 +114,7 @@ func (p *poller) take() []*awaitReq {
 }
 
 // loop polls until stop is closed or ctx ends, answering on out.
-func (p *poller) loop(ctx context.Context, out chan<- result, stop <-chan struct{}) {
+func (p *poller) loop(ctx context.Context, out chan<- []result, stop <-chan struct{}) {
 	var pending []*awaitReq
 	pause := p.o.PollMin
 	for {
@@ -140,9 +151,10 @@ func (p *poller) loop(ctx context.Context, out chan<- result, stop <-chan struct
 	}
 }
 
-// poll lists the group once and answers the awaits it can; it returns how
-// many it answered, or -1 when the run is over.
-func (p *poller) poll(ctx context.Context, pending *[]*awaitReq, out chan<- result, stop <-chan struct{}) int {
+// poll lists the group once and answers the awaits it can, all in one
+// message (the steps they make ready are then ready together); it returns
+// how many it answered, or -1 when the run is over.
+func (p *poller) poll(ctx context.Context, pending *[]*awaitReq, out chan<- []result, stop <-chan struct{}) int {
 	descs, err := p.g.Describe(ctx, p.props)
 	if ctx.Err() != nil {
 		return -1
@@ -164,7 +176,7 @@ func (p *poller) poll(ctx context.Context, pending *[]*awaitReq, out chan<- resu
 		}
 	}
 	now := time.Now()
-	answered := 0
+	var answers []result
 	keep := (*pending)[:0]
 	for _, req := range *pending {
 		res, done := p.judge(req, byID, health, err, now)
@@ -172,16 +184,24 @@ func (p *poller) poll(ctx context.Context, pending *[]*awaitReq, out chan<- resu
 			keep = append(keep, req)
 			continue
 		}
-		answered++
 		res.ids = []plan.StepID{req.step.ID}
-		select {
-		case out <- res:
-		case <-stop:
-			return -1
-		}
+		answers = append(answers, res)
 	}
 	*pending = keep
-	return answered
+	if err == nil {
+		for id := range byID {
+			p.seen[id] = true
+		}
+	}
+	if len(answers) == 0 {
+		return 0
+	}
+	select {
+	case out <- answers:
+	case <-stop:
+		return -1
+	}
+	return len(answers)
 }
 
 // judge says whether req is answered by a listing (err: the listing
@@ -193,11 +213,8 @@ func (p *poller) judge(req *awaitReq, byID map[instance.ID]instance.Description,
 		return result{desc: d}, true
 	case listErr == nil && ok && d.State == instance.StateTerminating:
 		return result{err: fmt.Errorf("group %q: %s is terminating", p.group, req.id)}, true
-	case listErr == nil && !ok && req.listed:
+	case listErr == nil && !ok && p.seen[req.id]:
 		return result{err: fmt.Errorf("group %q: %s is no longer listed", p.group, req.id)}, true
-	}
-	if ok {
-		req.listed = true
 	}
 	if now.After(req.deadline) {
 		what := "running"
@@ -210,8 +227,10 @@ func (p *poller) judge(req *awaitReq, byID map[instance.ID]instance.Description,
 			why = fmt.Sprintf(": %v", listErr)
 		case !ok:
 			why = ": not listed by its provider"
+		case req.step.Healthy:
+			why = fmt.Sprintf(": %s, %s", stateOf(d), cmp.Or(health[req.id], flavor.HealthUnknown))
 		default:
-			why = fmt.Sprintf(": %s, %s", stateOf(d), health[req.id])
+			why = fmt.Sprintf(": %s", stateOf(d))
 		}
 		return result{err: fmt.Errorf("group %q: %s not %s within %s%s", p.group, req.id, what, req.timeout, why)}, true
 	}

@@ -17,7 +17,8 @@
 // Registrations and deregistrations that are ready together on one load
 // balancer go in one call. Awaits cost no call slot: one poller per group
 // lists it (one DescribeInstances for all its awaits) until each awaited
-// instance runs, and is healthy when the step says so.
+// instance runs, and is healthy when the step says so. Nor does a drain
+// waiting for its group's drain delay (drain.go).
 package execute
 
 import (
@@ -184,6 +185,9 @@ type Failure struct {
 	Instance instance.ID
 	Err      error
 }
+
+// Unwrap is the step's error, for errors.Is and errors.As.
+func (f Failure) Unwrap() error { return f.Err }
 
 func (f Failure) Error() string {
 	return fmt.Sprintf("%s: %s %s: %v", f.Step.Object, f.Step.Kind, subject(f.Step, f.Instance), f.Err)

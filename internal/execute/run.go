@@ -2,7 +2,7 @@ package execute
 
 import (
 	"context"
-	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -33,7 +33,7 @@ type run struct {
 
 	made map[plan.StepID]group.Member
 	// listed are the descriptions the awaits saw of the instances they
-	// waited for, by provision step: their address, their properties.
+	// waited for, by await step: their address, their properties.
 	listed map[plan.StepID]instance.Description
 
 	queues   map[string][]plan.StepID // ready steps by provider
@@ -44,7 +44,10 @@ type run struct {
 	pollers  map[string]*poller
 	stopping bool
 
-	results chan result
+	// results carry what jobs, pollers and delays report: a poller's
+	// answers to one listing come together, so the registrations they
+	// make ready go in one call.
+	results chan []result
 	wg      sync.WaitGroup
 	// stop ends the pollers' loops when the run is over.
 	stop chan struct{}
@@ -63,11 +66,15 @@ type progressKey struct {
 	kind   plan.StepKind
 }
 
-// result is what a job or a poller reports about the steps it ran.
+// result is what a job or a poller reports about the steps it ran, or a
+// delay that the steps may be queued now.
 type result struct {
-	ids    []plan.StepID
+	ids []plan.StepID
+	// slot is set by a job: it held a call slot, now free.
+	slot bool
+	// wake is set by a delay: the steps are queued, not ended.
+	wake   bool
 	err    error
-	status Status
 	member group.Member         // a provision's
 	desc   instance.Description // an await's
 	stop   error                // a recorder error: the run stops
@@ -88,7 +95,7 @@ func newRun(p *plan.Plan, b Bindings, rec Recorder, o Options) *run {
 		batches:  map[batchKey][]plan.StepID{},
 		inflight: map[string]int{},
 		pollers:  map[string]*poller{},
-		results:  make(chan result, 64),
+		results:  make(chan []result, 64),
 		stop:     make(chan struct{}),
 		total:    map[progressKey]int{},
 		done:     map[progressKey]int{},
@@ -110,10 +117,17 @@ func (r *run) run(ctx context.Context) *Result {
 		close(r.stop)
 		r.wg.Wait()
 	}()
+	// The roots are collected before any is readied: readying one may end
+	// it at once (a deferred await) and ready its dependents, which must
+	// not be readied a second time here.
+	var roots []plan.StepID
 	for _, s := range r.steps {
 		if r.waiting[s.ID-1] == 0 {
-			r.ready(ctx, s.ID)
+			roots = append(roots, s.ID)
 		}
+	}
+	for _, id := range roots {
+		r.ready(ctx, id)
 	}
 	for r.pending > 0 {
 		if !r.stopping && ctx.Err() != nil {
@@ -127,15 +141,15 @@ func (r *run) run(ctx context.Context) *Result {
 			break
 		}
 		select {
-		case res := <-r.results:
-			r.take(ctx, res)
+		case rs := <-r.results:
+			r.takeAll(ctx, rs)
 		case <-ctx.Done():
 			if !r.stopping {
 				r.halt(ctx.Err())
 			}
 			// Keep taking results until the calls in flight are back.
 			if r.running > 0 {
-				r.take(ctx, <-r.results)
+				r.takeAll(ctx, <-r.results)
 			}
 		}
 	}
@@ -143,19 +157,13 @@ func (r *run) run(ctx context.Context) *Result {
 		r.out.Err = err
 	}
 	copy(r.out.Status, r.status)
-	maps(r.out.Made, r.made)
+	maps.Copy(r.out.Made, r.made)
 	for i, st := range r.status {
 		if st == StatusDone {
 			r.out.Done.Count(r.steps[i])
 		}
 	}
 	return r.out
-}
-
-func maps[K comparable, V any](dst, src map[K]V) {
-	for k, v := range src {
-		dst[k] = v
-	}
 }
 
 // halt stops starting steps: the context ended, or the state could not be
@@ -178,11 +186,16 @@ func (r *run) abandon() {
 	}
 }
 
-// ready queues step id, or hands an await to its group's poller, or ends it
-// at once when a dependency passed on a bad status.
+// ready queues step id, or hands an await to its group's poller, or
+// delays a drain, or ends it at once when a dependency passed on a bad
+// status. Once the run stops nothing starts: a step readied then is left
+// for abandon, which ends it not run.
 func (r *run) ready(ctx context.Context, id plan.StepID) {
 	if st := r.bad[id-1]; st != "" {
 		r.end(ctx, []plan.StepID{id}, st, nil)
+		return
+	}
+	if r.stopping {
 		return
 	}
 	s := r.steps[id-1]
@@ -193,6 +206,24 @@ func (r *run) ready(ctx context.Context, id plan.StepID) {
 			return
 		}
 		r.await(ctx, s)
+	case plan.StepDrain:
+		// A drain waiting for its delay holds no call slot: other steps
+		// of its provider go on meanwhile.
+		if at := drainAt(s, r.steps, r.status, r.endedAt); time.Now().Before(at) {
+			r.delay(ctx, id, at)
+			return
+		}
+		r.queue(id)
+	default:
+		r.queue(id)
+	}
+}
+
+// queue puts a step that may start into its provider's queue, or a
+// registration or deregistration into the batch of its load balancer.
+func (r *run) queue(id plan.StepID) {
+	s := r.steps[id-1]
+	switch s.Kind {
 	case plan.StepRegister, plan.StepDeregister:
 		k := batchKey{kind: s.Kind, provider: s.Provider, balancer: s.LoadBalancer}
 		r.batches[k] = append(r.batches[k], id)
@@ -272,30 +303,40 @@ func (r *run) start(ctx context.Context, provider string, ids []plan.StepID) {
 	go func() {
 		defer r.wg.Done()
 		res := j.do(ctx)
-		res.ids = ids
-		r.results <- res
+		res.ids, res.slot = ids, true
+		r.results <- []result{res}
 	}()
 }
 
-// take ends the steps a result reports on.
+func (r *run) takeAll(ctx context.Context, rs []result) {
+	for _, res := range rs {
+		r.take(ctx, res)
+	}
+}
+
+// take ends the steps a result reports on (or, for a delay, queues them).
 func (r *run) take(ctx context.Context, res result) {
-	if len(res.ids) > 0 && r.steps[res.ids[0]-1].Kind != plan.StepAwait {
-		s := r.steps[res.ids[0]-1]
-		provider := s.Provider
+	if res.slot {
+		provider := r.steps[res.ids[0]-1].Provider
 		r.running--
 		if r.inflight[provider]--; r.inflight[provider] == 0 {
 			delete(r.inflight, provider)
 		}
 	}
+	if res.wake {
+		if !r.stopping {
+			for _, id := range res.ids {
+				r.queue(id)
+			}
+		}
+		return
+	}
 	if res.stop != nil {
 		r.halt(res.stop)
 	}
-	st := res.status
-	if st == "" {
-		st = StatusDone
-		if res.err != nil {
-			st = StatusFailed
-		}
+	st := StatusDone
+	if res.err != nil {
+		st = StatusFailed
 	}
 	for _, id := range res.ids {
 		switch r.steps[id-1].Kind {
@@ -305,7 +346,7 @@ func (r *run) take(ctx context.Context, res result) {
 			}
 		case plan.StepAwait:
 			if st == StatusDone {
-				r.listed[r.steps[id-1].Made] = res.desc
+				r.listed[id] = res.desc
 			}
 		}
 	}
@@ -376,5 +417,3 @@ func (r *run) progress(s plan.Step, st Status, inst instance.ID, err error) {
 	r.done[k]++
 	r.o.Progress(Event{Step: s, Status: st, Instance: inst, Err: err, Done: r.done[k], Total: r.total[k]})
 }
-
-var errInterrupted = errors.New("interrupted")

@@ -3,7 +3,6 @@ package execute
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/enrollment"
@@ -25,10 +24,7 @@ type job struct {
 	desc   instance.Description
 	// backends are a register batch's, resolved.
 	backends []loadbalancer.Backend
-	// drainAt is when a drain may start (its drain delay after the
-	// deregistrations it waited for).
-	drainAt time.Time
-	target  *config.EnrollmentTarget
+	target   *config.EnrollmentTarget
 }
 
 func (r *run) job(ids []plan.StepID) *job {
@@ -37,27 +33,16 @@ func (r *run) job(ids []plan.StepID) *job {
 		j.steps[i] = r.steps[id-1]
 	}
 	s := j.steps[0]
-	if s.Made != 0 {
-		j.member, j.desc = r.made[s.Made], r.listed[s.Made]
-	}
+	j.member, j.desc = r.subject(s)
 	switch s.Kind {
 	case plan.StepRegister:
 		for _, st := range j.steps {
-			if st.Made == 0 {
+			if st.Backend != nil {
 				j.backends = append(j.backends, *st.Backend)
 				continue
 			}
-			m, d := r.made[st.Made], r.listed[st.Made]
+			m, d := r.subject(st)
 			j.backends = append(j.backends, loadbalancer.Backend{ID: m.ID, Address: firstNonEmpty(d.Address, m.Address)})
-		}
-	case plan.StepDrain:
-		for _, d := range s.After {
-			dep := r.steps[d-1]
-			if dep.Kind == plan.StepDeregister && r.status[d-1] == StatusDone {
-				if at := r.endedAt[d-1].Add(time.Duration(s.DrainDelay)); at.After(j.drainAt) {
-					j.drainAt = at
-				}
-			}
 		}
 	case plan.StepAuthorize:
 		if e := r.p.Desired.Enrollment(s.Enrollment); e != nil {
@@ -66,6 +51,21 @@ func (r *run) job(ids []plan.StepID) *job {
 		}
 	}
 	return j
+}
+
+// subject is the member a step acts on when the plan could not say all of
+// it: the one its provision made, or the one it names, as its await listed
+// it (when it waits for one).
+func (r *run) subject(s plan.Step) (group.Member, instance.Description) {
+	m := group.Member{ID: s.Instance}
+	if s.Made != 0 {
+		m = r.made[s.Made]
+	}
+	var d instance.Description
+	if s.Awaited != 0 {
+		d = r.listed[s.Awaited]
+	}
+	return m, d
 }
 
 func firstNonEmpty(a, b string) string {
@@ -87,14 +87,14 @@ func (j *job) do(ctx context.Context) result {
 		}
 		return result{}
 	case plan.StepProvision, plan.StepDrain, plan.StepDestroy:
-		return j.groupCall(ctx, call, s)
+		return j.groupCall(call, s)
 	case plan.StepAuthorize, plan.StepRevoke:
 		return j.authorizerCall(call, s)
 	}
 	return j.loadBalancerCall(call, s)
 }
 
-func (j *job) groupCall(ctx, call context.Context, s plan.Step) result {
+func (j *job) groupCall(call context.Context, s plan.Step) result {
 	g, err := j.r.b.Group(call, s.Group)
 	if err != nil {
 		return result{err: err}
@@ -110,15 +110,6 @@ func (j *job) groupCall(ctx, call context.Context, s plan.Step) result {
 		}
 		return result{member: m}
 	case plan.StepDrain:
-		if wait := time.Until(j.drainAt); wait > 0 {
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return result{status: StatusNotRun}
-			}
-		}
 		return result{err: g.Drain(call, s.Instance)}
 	default:
 		if err := g.Destroy(call, s.Instance, instance.DestroyReason(s.Reason)); err != nil {
@@ -192,10 +183,10 @@ func (j *job) authorizerCall(call context.Context, s plan.Step) result {
 }
 
 // authorization is what an authorize step makes: the plan's, or for a
-// member the plan made, the target's properties rendered for it as it was
-// listed running.
+// member the plan made or awaited, the target's properties rendered for
+// it as it was listed running.
 func (j *job) authorization(s plan.Step) (nfs.Authorization, error) {
-	if s.Made == 0 {
+	if s.Authorization != nil {
 		return *s.Authorization, nil
 	}
 	if j.target == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller"
 	"github.com/infrakit/infrakit/internal/state"
 	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
@@ -121,13 +122,11 @@ func TestEtcdBackendFromAnyDirectory(t *testing.T) {
 	if p.HasChanges() {
 		t.Errorf("the second directory plans changes after the first applied: %+v", p.Groups)
 	}
-	g, err := b.Group(ctx, "miners")
-	if err != nil || len(g.Instances) != 3 {
-		t.Fatalf("group miners from the second directory: %v (%v)", g, err)
+	g, err := describeGroups(t, ctx, b, &controller.Metadata{Name: "miners"})
+	if err != nil || len(g) != 1 || len(g[0].Instances) != 3 {
+		t.Fatalf("group miners from the second directory: %+v (%v)", g, err)
 	}
-	if _, err := b.Scale(ctx, "miners", 5); err != nil {
-		t.Fatal(err)
-	}
+	must(t, "SetSize 5")(b.Groups().SetSize(ctx, "miners", 5))
 	doc, err := a.State(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +138,7 @@ func TestEtcdBackendFromAnyDirectory(t *testing.T) {
 	if !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != len(ids) {
 		t.Errorf("recorded members %v are not each once", ids)
 	}
-	if _, err := a.DestroyGroup(ctx, "miners"); err != nil {
-		t.Fatal(err)
-	}
+	must(t, "Destroy")(a.Groups().Destroy(ctx, &controller.Metadata{Name: "miners"}))
 	if doc, err := b.State(ctx); err != nil || doc.Groups["miners"] != nil {
 		t.Errorf("after destroy-group in the first directory the second reads %v (%v)", doc.Groups["miners"], err)
 	}

@@ -3,16 +3,16 @@ package operation
 import (
 	"cmp"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/infrakit/infrakit/internal/controller"
 	"github.com/infrakit/infrakit/internal/controller/enrollment"
+	"github.com/infrakit/infrakit/internal/execute"
 	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/internal/state"
 )
 
 // followed is a stack of one cattle group behind ingress "site", whose
@@ -27,6 +27,9 @@ type followed struct {
 	siteLB        string // "lb1"
 	apiLB         string
 	target        string // "simulator.nfs-auth"
+	note          string // an instance property: changing it rolls the group
+	drainDelay    string // "0s": the tests need no requests to finish
+	noEnrollment  bool
 }
 
 // followerStack is the followed stack with the group's size, site's
@@ -46,6 +49,8 @@ func (f followed) hcl() string {
 	f.certificate = cmp.Or(f.certificate, "c1")
 	f.siteLB = cmp.Or(f.siteLB, "lb1")
 	f.target = cmp.Or(f.target, "simulator.nfs-auth")
+	f.note = cmp.Or(f.note, "v1")
+	f.drainDelay = cmp.Or(f.drainDelay, "0s")
 	api := ""
 	if f.apiLB != "" {
 		api = fmt.Sprintf(`
@@ -61,6 +66,20 @@ ingress "api" {
 }
 `, f.apiLB)
 	}
+	enroll := fmt.Sprintf(`
+enrollment "nfs" {
+  source = group.cattle
+  target {
+    provider   = %s
+    type       = "disk"
+    properties = { host = member.id }
+  }
+  destroy_on_free = %v
+}
+`, f.target, f.destroyOnFree)
+	if f.noEnrollment {
+		enroll = ""
+	}
 	return fmt.Sprintf(`
 stack "test" {}
 
@@ -69,11 +88,12 @@ provider "simulator" { alias = "nfs-auth" }
 provider "vanilla" {}
 
 group "cattle" {
-  size = %d
+  size        = %d
+  drain_delay = %q
   instance {
     provider   = simulator
     type       = "compute"
-    properties = {}
+    properties = { note = %q }
   }
   flavor {
     provider   = vanilla
@@ -97,152 +117,139 @@ ingress "site" {
     }
   }
 }
-%s
-enrollment "nfs" {
-  source = group.cattle
-  target {
-    provider   = %s
-    type       = "disk"
-    properties = { host = member.id }
-  }
-  destroy_on_free = %v
-}
-`, f.size, f.siteLB, f.certificate, api, f.target, f.destroyOnFree)
+%s%s`, f.size, f.drainDelay, f.note, f.siteLB, f.certificate, api, enroll)
 }
 
-// progressLog collects progress events.
-type progressLog struct {
-	mu     sync.Mutex
-	events []Progress
-}
-
-func (l *progressLog) add(p Progress) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, p)
-}
-
-// waits are the wait events of group.
-func (l *progressLog) waits(group string) []Progress {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []Progress
-	for _, p := range l.events {
-		if p.Action == ActionWait && p.Group == group {
-			out = append(out, p)
-		}
+// checkFollowers fails the test unless lb1's backends and nfs's
+// authorizations are exactly members.
+func (w *workdir) checkFollowers(when string, members []string) {
+	w.t.Helper()
+	_, backends := w.lbFile("lb1")
+	if authorized := w.authorized(); !slices.Equal(backends, members) || !slices.Equal(authorized, members) {
+		w.t.Fatalf("%s: members %v, lb1's backends %v, authorized %v", when, members, backends, authorized)
 	}
-	return out
-}
-
-// followersOf reads what lb1 and the enrollment nfs hold: backend IDs and
-// authorized member IDs, sorted.
-func followersOf(t *testing.T, r *Runner) (backends, authorized []string) {
-	t.Helper()
-	ctx := ctxT(t)
-	bs, err := r.LoadBalancerBackends(ctx, "lb1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range bs {
-		backends = append(backends, string(b.ID))
-	}
-	v, _, err := r.DescribeEnrollment(ctx, "nfs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range v.Authorizations {
-		authorized = append(authorized, string(a.SourceID))
-	}
-	slices.Sort(backends)
-	slices.Sort(authorized)
-	return backends, authorized
 }
 
 // With a provider that starts instances slowly, apply and `group scale`
-// wait for the members they created to run before syncing the followers,
-// so every member is authorized when they return (the enrollment
-// authorizes running members only), and they say that they are waiting.
+// wait for the members they create to run before registering and
+// authorizing them, so every member is a backend and authorized when they
+// return, and the awaits are reported as steps.
 func TestScaleWaitsForNewMembersToRun(t *testing.T) {
 	w := newWorkdir(t, followerStack(2, "c1", false))
-	var progress progressLog
+	var progress events
 	r := w.runner(Options{HostEnv: []string{"INFRAKIT_SIMULATOR_PROVISION_DELAY=1s"}, Progress: progress.add})
 	ctx := ctxT(t)
 	planAndApply(t, ctx, r, PlanMode{})
-	backends, authorized := followersOf(t, r)
-	if members := w.simulated(); len(members) != 2 || !slices.Equal(backends, members) || !slices.Equal(authorized, members) {
-		t.Fatalf("after apply: members %v, backends %v, authorized %v", members, backends, authorized)
-	}
-	if waits := progress.waits("cattle"); len(waits) == 0 || waits[len(waits)-1].Done != 2 || waits[len(waits)-1].Total != 2 {
-		t.Fatalf("apply's wait progress: %+v", waits)
+	w.checkFollowers("after apply", w.simulated())
+	if waits := progress.of("group.cattle", plan.StepAwait); len(waits) != 2 || waits[1].Done != 2 || waits[1].Total != 2 {
+		t.Fatalf("apply's awaits: %+v", waits)
 	}
 
-	res, err := r.Scale(ctx, "cattle", 4)
-	if err != nil {
-		t.Fatal(err)
+	progress.reset()
+	res := must(t, "SetSize 4")(r.Groups().SetSize(ctx, "cattle", 4))
+	w.checkFollowers("after scale", w.simulated())
+	if res.Done.Add != 2 || res.Done.Authorize != 2 || res.Done.Register != 2 || res.Done != res.Plan.Summary {
+		t.Fatalf("scale did %+v, planned %+v; want 2 added, registered and authorized", res.Done, res.Plan.Summary)
 	}
-	backends, authorized = followersOf(t, r)
-	if members := w.simulated(); len(members) != 4 || !slices.Equal(backends, members) || !slices.Equal(authorized, members) {
-		t.Fatalf("after scale: members %v, backends %v, authorized %v", members, backends, authorized)
-	}
-	if res.Controllers.Authorized != 2 {
-		t.Fatalf("scale authorized %d, want 2: %+v", res.Controllers.Authorized, res.Controllers)
-	}
-	waits := progress.waits("cattle")
-	if last := waits[len(waits)-1]; last.Done != 2 || last.Total != 2 {
-		t.Fatalf("scale's wait progress: %+v", waits)
+	if waits := progress.of("group.cattle", plan.StepAwait); len(waits) != 2 || waits[1].Done != 2 || waits[1].Total != 2 {
+		t.Fatalf("scale's awaits: %+v", waits)
 	}
 
 	// Scaling down waits for nothing.
-	before := len(progress.waits("cattle"))
-	if _, err := r.Scale(ctx, "cattle", 3); err != nil {
-		t.Fatal(err)
+	progress.reset()
+	res = must(t, "SetSize 3")(r.Groups().SetSize(ctx, "cattle", 3))
+	if waits := progress.of("group.cattle", plan.StepAwait); len(waits) != 0 {
+		t.Fatalf("a scale-down waited: %+v", waits)
 	}
-	if len(progress.waits("cattle")) != before {
-		t.Fatalf("a scale-down waited: %+v", progress.waits("cattle")[before:])
+	if res.Done != (plan.Counts{Destroy: 1, Deregister: 1, Revoke: 1}) {
+		t.Fatalf("scale-down did %+v", res.Done)
 	}
-	backends, authorized = followersOf(t, r)
-	if members := w.simulated(); len(members) != 3 || !slices.Equal(backends, members) || !slices.Equal(authorized, members) {
-		t.Fatalf("after scale-down: members %v, backends %v, authorized %v", members, backends, authorized)
-	}
+	w.checkFollowers("after scale-down", w.simulated())
 }
 
-// When created members do not run within the wait, apply and `group scale`
-// say so and which members are pending; the members are recorded, their
-// backends registered, and nothing is authorized for them yet.
+// When created members do not run within the await timeout, their awaits
+// fail naming them, their backends and authorizations are skipped (nothing
+// routes to a member that does not run), and the members are recorded.
 func TestScaleSaysWhenNewMembersDoNotRunInTime(t *testing.T) {
-	saved := runningWait
-	runningWait = 300 * time.Millisecond
-	t.Cleanup(func() { runningWait = saved })
 	w := newWorkdir(t, followerStack(1, "c1", false))
-	r := w.runner(Options{HostEnv: []string{"INFRAKIT_SIMULATOR_PROVISION_DELAY=1h"}})
+	r := w.runner(Options{AwaitTimeout: 300 * time.Millisecond, HostEnv: []string{"INFRAKIT_SIMULATOR_PROVISION_DELAY=1h"}})
 	ctx := ctxT(t)
 	st := load(t, ctx, r)
 	p, err := r.Plan(ctx, st, PlanMode{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Apply(ctx, p); err == nil || !strings.Contains(err.Error(), `group "cattle": 1 of 1 still pending`) {
-		t.Fatalf("apply: %v", err)
+	res, err := r.Apply(ctx, p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, err = r.Scale(ctx, "cattle", 3)
-	if err == nil || !strings.Contains(err.Error(), `group "cattle": 2 of 2 still pending`) ||
-		!strings.Contains(err.Error(), "recorded in the state") {
-		t.Fatalf("scale: %v", err)
+	checkAwaitsFailed(t, res.Failed, 1)
+	if res.Skipped != 2 || res.Done.Add != 1 || res.Done.Register != 0 || res.Done.Authorize != 0 {
+		t.Fatalf("apply did %+v, skipped %d; want 1 added, its register and authorize skipped", res.Done, res.Skipped)
 	}
+	res, err = r.Groups().SetSize(ctx, "cattle", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The member the apply made is still pending: the scale awaits it
+	// too (its backend and authorization are still owed), beside the two
+	// it makes.
+	checkAwaitsFailed(t, res.Failed, 3)
 	members := w.simulated()
 	if got := recordedIDs(groupRecord(t, ctx, r, "cattle")); len(members) != 3 || !slices.Equal(got, members) {
 		t.Fatalf("recorded %v, members %v", got, members)
 	}
-	backends, authorized := followersOf(t, r)
-	if !slices.Equal(backends, members) || len(authorized) != 0 {
-		t.Fatalf("backends %v (want the pending members %v), authorized %v (want none)", backends, members, authorized)
+	if _, backends := w.lbFile("lb1"); len(backends) != 0 || len(w.authorized()) != 0 {
+		t.Fatalf("backends %v, authorized %v: want none for members that do not run", backends, w.authorized())
 	}
+}
+
+func checkAwaitsFailed(t *testing.T, failed []execute.Failure, n int) {
+	t.Helper()
+	if len(failed) != n {
+		t.Fatalf("%d failures, want %d: %v", len(failed), n, failed)
+	}
+	for _, f := range failed {
+		if f.Step.Kind != plan.StepAwait || f.Instance == "" ||
+			!strings.Contains(f.Error(), string(f.Instance)+" not running within 300ms") {
+			t.Errorf("failure %v, want an await naming the member", f)
+		}
+	}
+}
+
+// syncFollowers syncs ingress site and enrollment nfs as watch's follower
+// sync does: a plan of Scope.Sync, executed through the service surface
+// with awaits deferred (under the lock, recording to the state).
+func syncFollowers(t *testing.T, r *Runner) plan.Counts {
+	t.Helper()
+	ctx := ctxT(t)
+	unlock, err := r.StateStore().Lock(ctx, state.LockInfo{Operation: "watch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	doc, err := r.StateStore().Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := plan.Scope{Ingresses: []string{"site"}, Enrollments: []string{"nfs"}, Sync: true}
+	world := r.Observe(ctx, plan.NeedsOf(doc.Stack, doc, scope), nil)
+	p, err := plan.Compute(doc.Stack, doc, world, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := execute.NewStateRecorder(r.StateStore(), doc, p.Desired, time.Second, nil)
+	res := r.Execute(ctx, p, doc.Stack, rec, func(o *execute.Options) { o.Defer = true })
+	if res.Err != nil || len(res.Failed) > 0 {
+		t.Fatalf("sync: %v %v", res.Err, res.Errors())
+	}
+	return res.Done
 }
 
 // A member that vanished keeps its authorization while the group runs
 // fewer members than it wants, through any number of syncs (what watch's
-// syncs do); scaling the group down to what runs revokes it.
+// syncs do), but leaves the load balancers; scaling the group down to what
+// runs revokes it.
 func TestVanishedMemberAuthorizationHeldUntilScaledDown(t *testing.T) {
 	w := newWorkdir(t, followerStack(3, "c1", false))
 	r := w.runner(Options{})
@@ -250,21 +257,15 @@ func TestVanishedMemberAuthorizationHeldUntilScaledDown(t *testing.T) {
 	planAndApply(t, ctx, r, PlanMode{})
 	members := w.simulated()
 	gone := members[0]
-	if err := os.Remove(filepath.Join(w.dir, ".infrakit", "simulator", "instances", "compute", gone+".json")); err != nil {
-		t.Fatal(err)
+	w.removeInstance(gone)
+	if done := syncFollowers(t, r); done != (plan.Counts{Deregister: 1}) {
+		t.Fatalf("first sync did %+v, want the vanished member deregistered only", done)
 	}
-	doc, err := r.State(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if done := syncFollowers(t, r); done != (plan.Counts{}) {
+		t.Fatalf("second sync did %+v, want nothing", done)
 	}
-	for range 2 {
-		if _, err := r.SyncFollowers(ctx, doc.Stack, doc, Selection{All: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	backends, authorized := followersOf(t, r)
-	if !slices.Equal(backends, members[1:]) || !slices.Equal(authorized, members) {
-		t.Fatalf("after syncs: backends %v (want %v), authorized %v (want still %v)", backends, members[1:], authorized, members)
+	if _, backends := w.lbFile("lb1"); !slices.Equal(backends, members[1:]) || !slices.Equal(w.authorized(), members) {
+		t.Fatalf("after syncs: backends %v (want %v), authorized %v (want still %v)", backends, members[1:], w.authorized(), members)
 	}
 	// The plan of a scale-down to what runs shows the revocation.
 	w.writeStack(followerStack(2, "c1", false))
@@ -272,17 +273,36 @@ func TestVanishedMemberAuthorizationHeldUntilScaledDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ec := enrollmentChange(t, p, "nfs"); len(ec.Changes.Revoke) != 1 || string(ec.Changes.Revoke[0].Authorization.SourceID) != gone {
-		t.Fatalf("plan of the scale-down: %+v", ec)
+	if revoked := revokedFor(p, "enrollment.nfs"); !slices.Equal(revoked, []string{gone}) {
+		t.Fatalf("the plan of the scale-down revokes %v, want %s", revoked, gone)
 	}
-	res, err := r.Scale(ctx, "cattle", 2)
-	if err != nil {
-		t.Fatal(err)
+	res := must(t, "SetSize 2")(r.Groups().SetSize(ctx, "cattle", 2))
+	if res.Done != (plan.Counts{Revoke: 1}) {
+		t.Fatalf("scale-down did %+v, want one revocation", res.Done)
 	}
-	backends, authorized = followersOf(t, r)
-	if !slices.Equal(backends, members[1:]) || !slices.Equal(authorized, members[1:]) || res.Controllers.Revoked != 1 {
-		t.Fatalf("after scaling down: backends %v, authorized %v, %+v", backends, authorized, res.Controllers)
+	w.checkFollowers("after scaling down", members[1:])
+}
+
+// revokedFor are the members whose authorizations the plan's revoke steps
+// of object revoke, sorted.
+func revokedFor(p *plan.Plan, object string) []string {
+	var out []string
+	for _, s := range stepsOf(p, object, plan.StepRevoke) {
+		out = append(out, string(enrollment.SourceOf(*s.Authorization)))
 	}
+	slices.Sort(out)
+	return out
+}
+
+// stepsOf are the plan's steps of kind on object.
+func stepsOf(p *plan.Plan, object string, kind plan.StepKind) []plan.Step {
+	var out []plan.Step
+	for _, s := range p.Steps {
+		if s.Object == object && s.Kind == kind {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func enrollmentChange(t *testing.T, p *plan.Plan, name string) plan.EnrollmentChange {
@@ -307,10 +327,9 @@ func ingressChange(t *testing.T, p *plan.Plan, name string) plan.IngressChange {
 	return plan.IngressChange{}
 }
 
-// A plan previews backends and authorizations against the members as it
-// leaves them: the members it destroys are deregistered and revoked in the
-// preview. A route whose certificate changed is republished, and apply
-// says so; destroy_on_free alone is an in-place update of the enrollment.
+// A plan deregisters and revokes the members it destroys, and only those.
+// A route whose certificate changed is republished, and apply says so;
+// destroy_on_free alone is an in-place update of the enrollment.
 func TestPlanPreviewsFollowersAfterItsDestroys(t *testing.T) {
 	w := newWorkdir(t, followerStack(4, "c1", false))
 	r := w.runner(Options{})
@@ -323,44 +342,46 @@ func TestPlanPreviewsFollowersAfterItsDestroys(t *testing.T) {
 		t.Fatal(err)
 	}
 	var destroyed []string
-	for _, gc := range p.Groups {
-		for _, d := range gc.Destroy {
-			destroyed = append(destroyed, string(d.ID))
-		}
+	for _, s := range stepsOf(p, "group.cattle", plan.StepDestroy) {
+		destroyed = append(destroyed, string(s.Instance))
 	}
 	slices.Sort(destroyed)
 	if len(destroyed) != 3 {
 		t.Fatalf("the plan destroys %v, want 3 members", destroyed)
 	}
-	ic := ingressChange(t, p, "site")
-	if len(ic.LoadBalancers) != 1 || len(ic.LoadBalancers[0].Republish) != 1 || !slices.Equal(backendIDs(ic), destroyed) {
-		t.Fatalf("ingress preview %+v, want the route republished and %v deregistered", ic, destroyed)
+	var deregistered []string
+	for _, s := range stepsOf(p, "ingress.site", plan.StepDeregister) {
+		deregistered = append(deregistered, string(s.Backend.ID))
 	}
-	ec := enrollmentChange(t, p, "nfs")
-	var revoked []string
-	for _, rv := range ec.Changes.Revoke {
-		revoked = append(revoked, string(rv.Authorization.SourceID))
-		if rv.Reason != enrollment.ReasonMemberGone {
-			t.Errorf("revocation %+v", rv)
+	slices.Sort(deregistered)
+	if len(stepsOf(p, "ingress.site", plan.StepRepublish)) != 1 || !slices.Equal(deregistered, destroyed) {
+		t.Fatalf("ingress steps: republish %v, deregister %v; want the route republished and %v deregistered",
+			stepsOf(p, "ingress.site", plan.StepRepublish), deregistered, destroyed)
+	}
+	for _, s := range stepsOf(p, "enrollment.nfs", plan.StepRevoke) {
+		if s.Reason != string(enrollment.ReasonMemberGone) {
+			t.Errorf("revocation %v for %q", s, s.Reason)
 		}
 	}
-	slices.Sort(revoked)
-	if !slices.Equal(revoked, destroyed) || ec.Action != plan.ActionUpdate {
-		t.Fatalf("enrollment preview %+v, want %v revoked", ec, destroyed)
+	ec := enrollmentChange(t, p, "nfs")
+	if revoked := revokedFor(p, "enrollment.nfs"); !slices.Equal(revoked, destroyed) || ec.Action != plan.ActionUpdate {
+		t.Fatalf("enrollment %+v revokes %v, want %v revoked", ec, revoked, destroyed)
 	}
-	if want := []enrollment.Setting{{Attribute: "destroy_on_free", Old: "false", New: "true"}}; !slices.Equal(ec.Changes.Settings, want) {
-		t.Fatalf("settings %+v, want %+v", ec.Changes.Settings, want)
+	if want := []enrollment.Setting{{Attribute: "destroy_on_free", Old: "false", New: "true"}}; !slices.Equal(ec.Settings, want) {
+		t.Fatalf("settings %+v, want %+v", ec.Settings, want)
 	}
 
 	res, err := r.Apply(ctx, p)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
 	}
-	cr := res.Controllers
-	if cr.Republished != 1 || cr.Revoked != 3 || cr.Deregistered != 3 ||
-		!slices.ContainsFunc(cr.Lines, func(l string) bool { return strings.Contains(l, "lb1: 1 route republished, 3 backends deregistered") }) {
-		t.Fatalf("apply did %+v", cr)
+	if want := (plan.Counts{Destroy: 3, Republish: 1, Deregister: 3, Revoke: 3}); res.Done != want || p.Summary != want {
+		t.Fatalf("apply did %+v of %+v, want %+v", res.Done, p.Summary, want)
 	}
+	if ports, _ := w.lbFile("lb1"); !slices.Equal(ports, []int{443}) {
+		t.Fatalf("lb1 routes %v", ports)
+	}
+	w.checkFollowers("after the scale-down", w.simulated())
 
 	// destroy_on_free alone: an in-place update with nothing to call.
 	w.writeStack(followerStack(1, "c2", false))
@@ -369,18 +390,32 @@ func TestPlanPreviewsFollowersAfterItsDestroys(t *testing.T) {
 		t.Fatal(err)
 	}
 	ec = enrollmentChange(t, p, "nfs")
-	if ec.Action != plan.ActionUpdate || ec.Count() != 0 || len(ec.Changes.Settings) != 1 {
-		t.Fatalf("enrollment plan with destroy_on_free changed: %+v", ec)
+	if ec.Action != plan.ActionUpdate || len(ec.Settings) != 1 || p.Summary != (plan.Counts{}) || !p.HasChanges() {
+		t.Fatalf("enrollment plan with destroy_on_free changed: %+v, summary %+v", ec, p.Summary)
 	}
 }
 
-func backendIDs(c plan.IngressChange) []string {
-	var out []string
-	for _, lb := range c.LoadBalancers {
-		for _, b := range lb.Deregister {
-			out = append(out, string(b.ID))
-		}
+// Freeing an enrollment with destroy_on_free revokes its authorizations
+// (the only free that touches anything); while it is free the group's
+// verbs authorize nobody; apply resumes it and authorizes every member.
+func TestFreeEnrollmentWithDestroyOnFreeRevokes(t *testing.T) {
+	w := newWorkdir(t, followerStack(2, "c1", true))
+	r := w.runner(Options{})
+	ctx := ctxT(t)
+	planAndApply(t, ctx, r, PlanMode{})
+	objs, res, err := r.Enrollments().Free(ctx, &controller.Metadata{Name: "nfs"})
+	if err != nil || len(objs) != 1 || !objs[0].Freed || res.Done != (plan.Counts{Revoke: 2}) || res.Err() != nil {
+		t.Fatalf("Free = %+v, %+v, %v; want 2 revoked", objs, res, err)
 	}
-	slices.Sort(out)
-	return out
+	if got := w.authorized(); len(got) != 0 {
+		t.Fatalf("authorized %v after the free", got)
+	}
+	if res := must(t, "SetSize 3")(r.Groups().SetSize(ctx, "cattle", 3)); res.Done.Authorize != 0 {
+		t.Fatalf("SetSize authorized %d members of a freed enrollment", res.Done.Authorize)
+	}
+	w.writeStack(followerStack(3, "c1", true))
+	if _, res := planAndApply(t, ctx, r, PlanMode{}); res.Done != (plan.Counts{Authorize: 3}) {
+		t.Fatalf("the resuming apply did %+v, want 3 authorized", res.Done)
+	}
+	w.checkFollowers("after the resuming apply", w.simulated())
 }

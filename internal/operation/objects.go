@@ -159,7 +159,10 @@ func (c ingresses) Free(ctx context.Context, meta *controller.Metadata) ([]contr
 	res, err := c.r.free(ctx, "ingress free", controller.KindIngress, meta.Name, func(doc *state.Document) error {
 		return storedObject(doc, controller.KindIngress, meta.Name)
 	})
-	return []controller.Object{{Spec: controller.Spec{Kind: controller.KindIngress, Metadata: *meta}, Freed: true}}, res, err
+	if err != nil {
+		return nil, res, err // no object claims a free that failed
+	}
+	return []controller.Object{{Spec: controller.Spec{Kind: controller.KindIngress, Metadata: *meta}, Freed: true}}, res, nil
 }
 
 // Destroy unpublishes the routes and deregisters the backends of an
@@ -180,19 +183,10 @@ func (c ingresses) destroyVerb(doc *state.Document, name string) (verb, error) {
 	if err := storedObject(doc, controller.KindIngress, name); err != nil {
 		return verb{}, err
 	}
-	unfree(doc.Ingresses, name) // asking for the destroy is the approval
 	out := *doc.Stack
 	out.Ingresses = slices.DeleteFunc(slices.Clone(out.Ingresses), func(in *config.Ingress) bool { return in.Name == name })
-	return verb{desired: &out, scope: plan.Scope{Ingresses: []string{name}}}, nil
-}
-
-// unfree lets a destroy act on a freed ingress or enrollment.
-func unfree(m map[string]*state.ControllerStatus, name string) {
-	if rec := m[name]; rec != nil && rec.Freed {
-		cp := *rec
-		cp.Freed = false
-		m[name] = &cp
-	}
+	// Asking for the destroy of a freed ingress is the approval.
+	return verb{desired: &out, scope: plan.Scope{Ingresses: []string{name}, Resume: []string{plan.Address(plan.KindIngress, name)}}}, nil
 }
 
 // Plan is what Commit would do.
@@ -221,7 +215,6 @@ func (c ingresses) commitVerb(op controller.Operation, spec controller.Spec) fun
 		if doc.Stack == nil {
 			return verb{}, fmt.Errorf("ingress %q: no stack is stored: apply one first", name)
 		}
-		unfree(doc.Ingresses, name)
 		out := *doc.Stack
 		out.Ingresses = slices.Clone(out.Ingresses)
 		if i := slices.IndexFunc(out.Ingresses, func(x *config.Ingress) bool { return x.Name == name }); i >= 0 {
@@ -229,7 +222,7 @@ func (c ingresses) commitVerb(op controller.Operation, spec controller.Spec) fun
 		} else {
 			out.Ingresses = append(out.Ingresses, &in)
 		}
-		return verb{desired: &out, scope: plan.Scope{Ingresses: []string{name}}}, nil
+		return verb{desired: &out, scope: plan.Scope{Ingresses: []string{name}, Resume: []string{plan.Address(plan.KindIngress, name)}}}, nil
 	}
 }
 
@@ -294,7 +287,10 @@ func (c enrollments) Free(ctx context.Context, meta *controller.Metadata) ([]con
 	res, err := c.r.free(ctx, "enrollment free", controller.KindEnrollment, meta.Name, func(doc *state.Document) error {
 		return storedObject(doc, controller.KindEnrollment, meta.Name)
 	})
-	return []controller.Object{{Spec: controller.Spec{Kind: controller.KindEnrollment, Metadata: *meta}, Freed: true}}, res, err
+	if err != nil {
+		return nil, res, err // no object claims a free that failed
+	}
+	return []controller.Object{{Spec: controller.Spec{Kind: controller.KindEnrollment, Metadata: *meta}, Freed: true}}, res, nil
 }
 
 // Destroy revokes every authorization of an enrollment and removes it from
@@ -314,10 +310,9 @@ func (c enrollments) destroyVerb(doc *state.Document, name string) (verb, error)
 	if err := storedObject(doc, controller.KindEnrollment, name); err != nil {
 		return verb{}, err
 	}
-	unfree(doc.Enrollments, name)
 	out := *doc.Stack
 	out.Enrollments = slices.DeleteFunc(slices.Clone(out.Enrollments), func(e *config.Enrollment) bool { return e.Name == name })
-	return verb{desired: &out, scope: plan.Scope{Enrollments: []string{name}}}, nil
+	return verb{desired: &out, scope: plan.Scope{Enrollments: []string{name}, Resume: []string{plan.Address(plan.KindEnrollment, name)}}}, nil
 }
 
 // Plan is what Commit would do.
@@ -346,7 +341,6 @@ func (c enrollments) commitVerb(op controller.Operation, spec controller.Spec) f
 		if doc.Stack == nil {
 			return verb{}, fmt.Errorf("enrollment %q: no stack is stored: apply one first", name)
 		}
-		unfree(doc.Enrollments, name)
 		out := *doc.Stack
 		out.Enrollments = slices.Clone(out.Enrollments)
 		if i := slices.IndexFunc(out.Enrollments, func(x *config.Enrollment) bool { return x.Name == name }); i >= 0 {
@@ -354,7 +348,7 @@ func (c enrollments) commitVerb(op controller.Operation, spec controller.Spec) f
 		} else {
 			out.Enrollments = append(out.Enrollments, &e)
 		}
-		return verb{desired: &out, scope: plan.Scope{Enrollments: []string{name}}}, nil
+		return verb{desired: &out, scope: plan.Scope{Enrollments: []string{name}, Resume: []string{plan.Address(plan.KindEnrollment, name)}}}, nil
 	}
 }
 

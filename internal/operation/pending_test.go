@@ -7,29 +7,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/internal/state"
 )
 
-// breakLB makes the simulator fail every call on a load balancer (its file
-// no longer decodes) and returns what puts it back.
-func (w *workdir) breakLB(lb string) (repair func()) {
-	w.t.Helper()
-	path := filepath.Join(w.dir, ".infrakit", "simulator", "loadbalancers", lb+".json")
-	good, err := os.ReadFile(path)
-	if err != nil {
-		w.t.Fatal(err)
+// pendingOf are the teardowns the state keeps for one ingress or
+// enrollment.
+func pendingOf(m map[string]*state.ControllerStatus, name string) []*config.Stack {
+	if m[name] == nil {
+		return nil
 	}
-	if err := os.WriteFile(path, []byte("{not json"), 0o644); err != nil {
-		w.t.Fatal(err)
-	}
-	return func() {
-		w.t.Helper()
-		if err := os.WriteFile(path, good, 0o644); err != nil {
-			w.t.Fatal(err)
-		}
-	}
+	return m[name].Pending
 }
 
+// pendingLBs are the load balancers whose teardowns the state keeps for
+// ingress name.
 func pendingLBs(t *testing.T, r *Runner, name string) []string {
 	t.Helper()
 	doc, err := r.State(ctxT(t))
@@ -69,9 +62,17 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 				t.Fatal(err)
 			}
 			repair := w.breakLB("lb1")
-			_, err = r.Apply(ctx, p)
-			if err == nil || !strings.Contains(err.Error(), `ingress "site"`) || !strings.Contains(err.Error(), "lb1") {
-				t.Fatalf("apply with lb1 failing: %v, want an error naming ingress site and lb1", err)
+			res, err := r.Apply(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Failed) == 0 || !strings.Contains(res.Err().Error(), "ingress.site") || !strings.Contains(res.Err().Error(), `load balancer "lb1"`) {
+				t.Fatalf("apply with lb1 failing: %v, want failures naming ingress site and lb1", res.Err())
+			}
+			for _, f := range res.Failed {
+				if f.Step.Object != "ingress.site" || f.Step.LoadBalancer != "lb1" {
+					t.Errorf("failure %v, want only lb1's teardown to fail", f)
+				}
 			}
 			if got := pendingLBs(t, r, "site"); !slices.Equal(got, []string{"lb1"}) {
 				t.Fatalf("the state keeps teardowns of %v, want lb1", got)
@@ -100,12 +101,9 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 					t.Errorf("the plan lacks %q:\n%s", want, human)
 				}
 			}
-			res, err := r.Apply(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cr := res.Controllers; cr.Unpublished != 1 || cr.Deregistered != 3 {
-				t.Fatalf("apply did %+v", cr)
+			res = must(t, "Apply")(r.Apply(ctx, p))
+			if want := (plan.Counts{Unpublish: 1, Deregister: 3}); res.Done != want || p.Summary != want {
+				t.Fatalf("apply did %+v of %+v, want %+v", res.Done, p.Summary, want)
 			}
 			if ports, n := lbHolds(t, r, "lb1"); len(ports) != 0 || n != 0 {
 				t.Fatalf("lb1 still holds routes %v and %d backends", ports, n)
@@ -142,8 +140,12 @@ func TestFailedRevocationIsRetried(t *testing.T) {
 	if err := os.WriteFile(dir, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Apply(ctx, p); err == nil || !strings.Contains(err.Error(), `enrollment "nfs"`) {
-		t.Fatalf("apply with the authorizer failing: %v, want an error naming enrollment nfs", err)
+	res, err := r.Apply(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 3 || !strings.Contains(res.Err().Error(), `enrollment "nfs"`) {
+		t.Fatalf("apply with the authorizer failing: %v, want the 3 revocations of enrollment nfs to fail", res.Err())
 	}
 	doc, err := r.State(ctx)
 	if err != nil {
@@ -163,18 +165,15 @@ func TestFailedRevocationIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	ec := enrollmentChange(t, p, "nfs")
-	if ec.Action != plan.ActionDestroy || len(ec.Pending) != 1 || len(ec.Pending[0].Changes.Revoke) != 3 {
+	if ec.Action != plan.ActionDestroy || len(ec.Pending) != 1 || len(stepsOf(p, "enrollment.nfs", plan.StepRevoke)) != 3 {
 		t.Fatalf("plan after repair: %+v", ec)
 	}
 	if human := humanPlan(t, p); !strings.Contains(human, `- 3 authorizations revoked on simulator.nfs-auth "disk"`) {
 		t.Errorf("the plan does not show the revocations:\n%s", human)
 	}
-	res, err := r.Apply(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Controllers.Revoked != 3 {
-		t.Fatalf("apply did %+v", res.Controllers)
+	res = must(t, "Apply")(r.Apply(ctx, p))
+	if want := (plan.Counts{Revoke: 3}); res.Done != want || p.Summary != want {
+		t.Fatalf("apply did %+v of %+v, want %+v", res.Done, p.Summary, want)
 	}
 	doc, err = r.State(ctx)
 	if err != nil {

@@ -2,11 +2,15 @@ package operation
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/infrakit/infrakit/internal/controller"
+	"github.com/infrakit/infrakit/internal/controller/enrollment"
+	"github.com/infrakit/infrakit/internal/controller/ingress"
 	"github.com/infrakit/infrakit/internal/plan"
 )
 
@@ -78,12 +82,9 @@ func TestIngressReleasesALoadBalancer(t *testing.T) {
 			t.Errorf("the plan lacks %q:\n%s", want, human)
 		}
 	}
-	res, err := r.Apply(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cr := res.Controllers; cr.Unpublished != 1 || cr.Deregistered != 3 || cr.Published != 1 || cr.Registered != 3 {
-		t.Fatalf("apply did %+v", cr)
+	res := must(t, "Apply")(r.Apply(ctx, p))
+	if want := (plan.Counts{Publish: 1, Register: 3, Unpublish: 1, Deregister: 3}); res.Done != want || p.Summary != want {
+		t.Fatalf("apply did %+v of %+v, want %+v", res.Done, p.Summary, want)
 	}
 	if ports, n := lbHolds(t, r, "lb1"); len(ports) != 0 || n != 0 {
 		t.Fatalf("lb1 still holds routes %v and %d backends", ports, n)
@@ -102,22 +103,19 @@ func TestIngressReleasesALoadBalancer(t *testing.T) {
 	}
 	ic = ingressChange(t, p, "site")
 	var released []string
-	for _, lb := range ic.LoadBalancers {
-		if lb.LoadBalancer == "lb2" {
-			for _, rt := range lb.Unpublish {
-				released = append(released, fmt.Sprint(rt.LoadBalancerPort))
-			}
-			if len(lb.Deregister) > 0 || len(lb.Publish) > 0 || len(lb.Register) > 0 {
-				t.Fatalf("site's teardown of lb2 %+v, want its route only", lb)
-			}
+	for _, s := range p.Steps {
+		if s.Object != "ingress.site" || s.LoadBalancer != "lb2" {
+			continue
 		}
+		if s.Kind != plan.StepUnpublish {
+			t.Fatalf("site's teardown of lb2 has step %v, want its route's unpublish only", s)
+		}
+		released = append(released, fmt.Sprint(s.Route.LoadBalancerPort))
 	}
 	if !slices.Equal(ic.Released, []string{"lb2"}) || !slices.Equal(released, []string{"443"}) {
-		t.Fatalf("ingress plan %+v", ic)
+		t.Fatalf("ingress plan %+v unpublishes %v on lb2", ic, released)
 	}
-	if _, err := r.Apply(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	must(t, "Apply")(r.Apply(ctx, p))
 	if ports, n := lbHolds(t, r, "lb2"); !slices.Equal(ports, []int{80}) || n != 3 {
 		t.Fatalf("lb2 holds routes %v and %d backends, want api's", ports, n)
 	}
@@ -125,6 +123,20 @@ func TestIngressReleasesALoadBalancer(t *testing.T) {
 		t.Fatalf("lb1 holds routes %v and %d backends", ports, n)
 	}
 	checkNoChanges(t, r)
+
+	// ingress describe asks its load balancers
+	objs, err := r.Ingresses().Describe(ctx, &controller.Metadata{Name: "site"})
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("Describe(site) = %+v, %v", objs, err)
+	}
+	var views []ingress.View
+	if err := json.Unmarshal(objs[0].State, &views); err != nil {
+		t.Fatal(err)
+	}
+	if len(views) != 1 || views[0].LoadBalancer != "lb1" || len(views[0].Routes) != 1 || views[0].Routes[0].LBPort != 443 ||
+		len(views[0].Backends) != 3 {
+		t.Fatalf("Describe(site) = %+v", views)
+	}
 }
 
 // An enrollment whose target changes from simulator.nfs-auth to simulator:
@@ -150,19 +162,15 @@ func TestEnrollmentTargetChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	ec := enrollmentChange(t, p, "nfs")
-	if ec.Action != plan.ActionUpdate || ec.Retarget == nil || ec.Retarget.From != `simulator.nfs-auth "disk"` ||
-		len(ec.Retarget.Changes.Revoke) != 0 || ec.Count() != 0 {
-		t.Fatalf("enrollment plan %+v", ec)
+	if ec.Action != plan.ActionUpdate || ec.Retarget != `simulator.nfs-auth "disk"` || len(stepsOf(p, "enrollment.nfs", plan.StepRevoke)) != 0 ||
+		p.Summary != (plan.Counts{}) {
+		t.Fatalf("enrollment plan %+v, summary %+v", ec, p.Summary)
 	}
 	if human := humanPlan(t, p); !strings.Contains(human, `~ target = simulator.nfs-auth "disk" -> simulator "disk"`) {
 		t.Fatalf("the plan does not show the target change:\n%s", human)
 	}
-	res, err := r.Apply(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cr := res.Controllers; cr.Revoked != 0 || cr.Authorized != 0 {
-		t.Fatalf("apply did %+v", cr)
+	if res := must(t, "Apply")(r.Apply(ctx, p)); res.Done != (plan.Counts{}) {
+		t.Fatalf("apply did %+v, want nothing revoked or made", res.Done)
 	}
 	if after := authorizationIDs(t, r); !slices.Equal(after, before) {
 		t.Fatalf("authorizations %v, want %v kept", after, before)
@@ -170,10 +178,16 @@ func TestEnrollmentTargetChanged(t *testing.T) {
 	checkNoChanges(t, r)
 }
 
+// authorizationIDs are the IDs of enrollment nfs's authorizations, as
+// Enrollments().Describe asks its target for them.
 func authorizationIDs(t *testing.T, r *Runner) []string {
 	t.Helper()
-	v, _, err := r.DescribeEnrollment(ctxT(t), "nfs")
-	if err != nil {
+	objs, err := r.Enrollments().Describe(ctxT(t), &controller.Metadata{Name: "nfs"})
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("Describe(nfs) = %+v, %v", objs, err)
+	}
+	var v enrollment.View
+	if err := json.Unmarshal(objs[0].State, &v); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string

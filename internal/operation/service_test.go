@@ -4,8 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/infrakit/infrakit/internal/controller"
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/execute"
+	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/internal/state"
 )
 
 // stop-update marks the state; a plan shows the roll as stopped; the next
@@ -14,25 +19,26 @@ func TestStopUpdateThenApplyResumes(t *testing.T) {
 	w := newWorkdir(t, fmt.Sprintf(stackTemplate, 3, "v1"))
 	r := w.runner(Options{})
 	ctx := ctxT(t)
+	groups := r.Groups()
 	planAndApply(t, ctx, r, PlanMode{})
 
-	if err := r.StopUpdate(ctx, "nope"); !errors.Is(err, ErrNoGroup) {
+	if err := groups.StopUpdate(ctx, "nope"); !errors.Is(err, ErrNoGroup) {
 		t.Fatalf("StopUpdate of an unknown group: %v", err)
 	}
-	if err := r.StopUpdate(ctx, "miners"); err != nil {
+	if err := groups.StopUpdate(ctx, "miners"); err != nil {
 		t.Fatal(err)
 	}
 	if !groupRecord(t, ctx, r, "miners").UpdateStopped {
 		t.Fatal("StopUpdate did not mark the state")
 	}
-	if err := r.StopUpdate(ctx, "miners"); err != nil {
+	if err := groups.StopUpdate(ctx, "miners"); err != nil {
 		t.Fatalf("a second StopUpdate: %v", err)
 	}
 
 	w.writeStack(fmt.Sprintf(stackTemplate, 3, "v2"))
-	v, err := r.Group(ctx, "miners")
-	if err != nil || !v.UpdateStopped || v.ConfigHash == "" {
-		t.Fatalf("Group(miners) = %+v, %v; want stopped, with the stored config hash", v, err)
+	v, err := describeGroups(t, ctx, r, &controller.Metadata{Name: "miners"})
+	if err != nil || !v[0].UpdateStopped || v[0].ConfigHash == "" {
+		t.Fatalf("Describe(miners) = %+v, %v; want stopped, with the stored config hash", v, err)
 	}
 	p, res := planAndApply(t, ctx, r, PlanMode{})
 	var stopped bool
@@ -41,28 +47,31 @@ func TestStopUpdateThenApplyResumes(t *testing.T) {
 			stopped = gc.UpdateStopped
 		}
 	}
-	if !stopped || res.Rolled != 3 {
-		t.Fatalf("apply after stop-update: plan stopped=%v, rolled %d; want the plan to say stopped and apply to roll 3", stopped, res.Rolled)
+	if !stopped || res.Done.Roll != 3 || res.Done != p.Summary {
+		t.Fatalf("apply after stop-update: plan stopped=%v, done %+v; want the plan to say stopped and apply to roll 3", stopped, res.Done)
 	}
 	if groupRecord(t, ctx, r, "miners").UpdateStopped {
 		t.Error("apply did not clear the stop-update mark")
 	}
-	v, err = r.Group(ctx, "miners")
+	v, err = describeGroups(t, ctx, r, &controller.Metadata{Name: "miners"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range v.Instances {
-		if m.ConfigHash != v.ConfigHash {
-			t.Errorf("member %s has hash %s, the group %s", m.ID, m.ConfigHash, v.ConfigHash)
+	for _, m := range v[0].Instances {
+		if m.ConfigHash != v[0].ConfigHash {
+			t.Errorf("member %s has hash %s, the group %s", m.ID, m.ConfigHash, v[0].ConfigHash)
 		}
 	}
 }
 
-// The service surface: controllers built per pass through the runner's
-// host, and a host reset that relaunches the providers from the lock file.
+// The service surface: a group's Instances through the runner's host; a
+// plan observed, computed and executed as a watch pass does (awaits
+// deferred, progress reported); and a host reset that relaunches the
+// providers from the lock file.
 func TestServiceSurface(t *testing.T) {
 	w := newWorkdir(t, fmt.Sprintf(stackTemplate, 2, "v1"))
-	r := w.runner(Options{})
+	var progress events
+	r := w.runner(Options{Progress: progress.add})
 	ctx := ctxT(t)
 	planAndApply(t, ctx, r, PlanMode{})
 
@@ -70,20 +79,41 @@ func TestServiceSurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []group.Event
-	ctrl, err := r.GroupController(ctx, doc.Stack.Name, doc.Stack.Group("miners"), nil, func(ev group.Event) { events = append(events, ev) })
+	inst, err := r.Instances(ctx, doc.Stack.Name, doc.Stack.Group("miners"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	members, err := ctrl.Observe(ctx, true)
+	members, err := inst.Observe(ctx, true)
 	if err != nil || len(members) != 2 {
 		t.Fatalf("Observe: %d members, %v", len(members), err)
 	}
-	if _, err := ctrl.Execute(ctx, group.Decision{Create: []group.Create{{}}}); err != nil {
+
+	// A pass: one member more for miners, decided by the caller.
+	unlock, err := r.StateStore().Lock(ctx, state.LockInfo{Operation: "watch"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(events) != 1 || events[0].Action != group.ActionCreate {
-		t.Errorf("progress events %+v, want one create", events)
+	scope := plan.Scope{Groups: []string{"miners"}, Work: map[string]plan.GroupWork{"miners": {Create: []group.Create{{}}}}}
+	world := r.Observe(ctx, plan.NeedsOf(doc.Stack, doc, scope), nil)
+	if len(world.Members["miners"]) != 2 || len(world.Failed) != 0 {
+		t.Fatalf("Observe: %+v", world)
+	}
+	p, err := plan.Compute(doc.Stack, doc, world, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := execute.NewStateRecorder(r.StateStore(), doc, p.Desired, time.Second, nil)
+	progress.reset()
+	res := r.Execute(ctx, p, doc.Stack, rec, func(o *execute.Options) { o.Defer = true })
+	unlock()
+	if res.Err != nil || res.Done != (plan.Counts{Add: 1}) || len(res.Made) != 1 {
+		t.Fatalf("Execute: %+v, %v", res.Done, res.Err)
+	}
+	if evs := progress.of("group.miners", plan.StepProvision); len(evs) != 1 || evs[0].Instance == "" {
+		t.Errorf("progress events %+v, want one provision naming its instance", progress.snapshot())
+	}
+	if n := len(recordedIDs(groupRecord(t, ctx, r, "miners"))); n != 3 || len(w.simulated()) != 5 {
+		t.Fatalf("%d miners recorded, %d simulated; want 3 and 5", n, len(w.simulated()))
 	}
 
 	h, err := r.PluginHost()
@@ -108,5 +138,13 @@ func TestServiceSurface(t *testing.T) {
 	c, err = h.Client(ctx, "simulator")
 	if err != nil || c.Pid() == before {
 		t.Fatalf("after ResetHost: pid %d (was %d), %v", c.Pid(), before, err)
+	}
+	// The Instances made before the reset are made anew for the new process.
+	again, err := r.Instances(ctx, doc.Stack.Name, doc.Stack.Group("miners"))
+	if err != nil || again == inst {
+		t.Fatalf("Instances after ResetHost: the same %v, %v; want new ones", again == inst, err)
+	}
+	if members, err := again.Observe(ctx, false); err != nil || len(members) != 3 {
+		t.Fatalf("Observe after ResetHost: %d members, %v", len(members), err)
 	}
 }

@@ -135,6 +135,9 @@ func (g groups) Free(ctx context.Context, meta *controller.Metadata) ([]controll
 		if storedGroup(doc, meta.Name) == nil && doc.Groups[meta.Name] == nil {
 			return controller.NotFound(controller.KindGroup, meta.Name)
 		}
+		if st := doc.Groups[meta.Name]; st != nil && st.Destroying {
+			return fmt.Errorf("group %q is being destroyed: run \"infrakit group destroy %s\" to finish", meta.Name, meta.Name)
+		}
 		return nil
 	})
 	if err != nil {
@@ -158,8 +161,12 @@ func (r *Runner) free(ctx context.Context, op, kind, name string, check func(*st
 		return nil, err
 	}
 	var world plan.World
-	if e := doc.Stack.Enrollment(name); kind == controller.KindEnrollment && e != nil && e.DestroyOnFree {
-		world = r.observe(ctx, plan.Needs{Targets: []config.EnrollmentTarget{e.Target}}, nil)
+	// A group recorded without a stored stack gets here too: ComputeFree
+	// refuses it, so the stack must not be dereferenced before.
+	if kind == controller.KindEnrollment && doc.Stack != nil {
+		if e := doc.Stack.Enrollment(name); e != nil && e.DestroyOnFree {
+			world = r.observe(ctx, plan.Needs{Targets: []config.EnrollmentTarget{e.Target}}, nil)
+		}
 	}
 	p, err := plan.ComputeFree(doc, world, kind, name)
 	if err != nil {
@@ -191,13 +198,9 @@ func (g groups) destroyVerb(name string) func(*state.Document) (verb, error) {
 			}
 			return verb{}, controller.NotFound(controller.KindGroup, name)
 		}
-		if st := doc.Groups[name]; st != nil && st.Freed {
-			// Destroying a freed group needs it managed for the plan.
-			cp := *st
-			cp.Freed = false
-			doc.Groups[name] = &cp
-		}
-		return verb{desired: withoutGroup(doc.Stack, name), scope: plan.Scope{Groups: []string{name}}}, nil
+		// Asking for the destroy of a freed group is the approval.
+		return verb{desired: withoutGroup(doc.Stack, name),
+			scope: plan.Scope{Groups: []string{name}, Resume: []string{plan.Address(plan.KindGroup, name)}}}, nil
 	}
 }
 
@@ -275,12 +278,9 @@ func (g groups) commitVerb(op controller.Operation, spec controller.Spec) (func(
 				return verb{}, fmt.Errorf("group %q: provider %q is not declared in the stored stack", cfg.Name, key)
 			}
 		}
-		if st := doc.Groups[cfg.Name]; st != nil && st.Freed {
-			cp := *st
-			cp.Freed = false // committing resumes it (the intent records that)
-			doc.Groups[cfg.Name] = &cp
-		}
-		return verb{desired: withGroup(doc.Stack, &cfg), scope: plan.Scope{Groups: []string{cfg.Name}}}, nil
+		// Committing a group resumes it, when it is freed.
+		return verb{desired: withGroup(doc.Stack, &cfg),
+			scope: plan.Scope{Groups: []string{cfg.Name}, Resume: []string{plan.Address(plan.KindGroup, cfg.Name)}}}, nil
 	}, nil
 }
 

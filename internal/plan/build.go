@@ -30,6 +30,10 @@ type builder struct {
 	deregistered map[backendKey]StepID
 	revoked      map[authKey]StepID
 	authorized   map[authKey]StepID
+	// awaits are the awaits of pending members, by group and ID, and
+	// providers the instance provider of each group (what they call).
+	awaits    map[string]StepID
+	providers map[string]string
 	// links are dependencies added once every step is known: from waits
 	// for the steps to returns when finish runs.
 	links []link
@@ -54,6 +58,10 @@ type leave struct {
 	drain, destroy StepID
 	// by is the member that replaces it, if any.
 	by *arrival
+	// gates are what taking anything away from it waits for: the batch
+	// before its own, in a rolling update (a pet's backends and
+	// authorizations must not go before the pets of that batch serve).
+	gates []func() []StepID
 }
 
 // arrival is a member the plan brings.
@@ -70,6 +78,18 @@ type arrival struct {
 	ready []StepID
 }
 
+// running is the step after which the member an arrival provisions is
+// listed running, with its address: what a step acting on it for a load
+// balancer or an enrollment waits for. It is the await; an arrival that
+// nothing was known to follow has none, and then its provision is the
+// least such a step must wait for.
+func (a *arrival) running() StepID {
+	if a.await != 0 {
+		return a.await
+	}
+	return a.provision
+}
+
 type link struct {
 	from StepID
 	to   func() []StepID
@@ -83,6 +103,8 @@ func newBuilder() *builder {
 		deregistered: map[backendKey]StepID{},
 		revoked:      map[authKey]StepID{},
 		authorized:   map[authKey]StepID{},
+		awaits:       map[string]StepID{},
+		providers:    map[string]string{},
 	}
 }
 
@@ -118,6 +140,22 @@ func (b *builder) leavingMember(group string, id instance.ID) *leave {
 	return b.leaving[group][id]
 }
 
+// leaverOf is the leave of member id of group g or, when g does not take
+// it away, of any other group: the members of a group that left the stack
+// are members of no group its followers now name, yet they too must be
+// deregistered and revoked before they are drained.
+func (b *builder) leaverOf(g string, id instance.ID) *leave {
+	if l := b.leaving[g][id]; l != nil {
+		return l
+	}
+	for _, m := range b.leaving {
+		if l := m[id]; l != nil {
+			return l
+		}
+	}
+	return nil
+}
+
 func (b *builder) addLeave(l *leave) {
 	if b.leaving[l.group] == nil {
 		b.leaving[l.group] = map[instance.ID]*leave{}
@@ -144,6 +182,9 @@ func (b *builder) finish() []Step {
 		s.ID++
 		if s.Made != 0 {
 			s.Made++
+		}
+		if s.Awaited != 0 {
+			s.Awaited++
 		}
 		if len(s.After) == 0 {
 			s.After = []StepID{1}
@@ -174,6 +215,11 @@ func Check(steps []Step) error {
 		if s.Made != 0 {
 			if s.Made < 1 || int(s.Made) > len(steps) || steps[s.Made-1].Kind != StepProvision {
 				return fmt.Errorf("step %d acts on the instance of step %d, which provisions nothing", s.ID, s.Made)
+			}
+		}
+		if s.Awaited != 0 {
+			if s.Awaited < 1 || int(s.Awaited) > len(steps) || steps[s.Awaited-1].Kind != StepAwait || !slices.Contains(s.After, s.Awaited) {
+				return fmt.Errorf("step %d takes its instance from step %d, which is no await it waits for", s.ID, s.Awaited)
 			}
 		}
 	}

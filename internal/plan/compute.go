@@ -27,7 +27,7 @@ func (c *computation) groups() error {
 		inStack[g.Name] = true
 	}
 	for _, g := range c.desired.Groups {
-		if c.scope.hasGroup(g.Name) {
+		if c.scope.plansGroup(c.doc, g.Name) {
 			c.plan.Groups = append(c.plan.Groups, c.desiredGroup(g))
 		}
 	}
@@ -84,11 +84,7 @@ func (c *computation) desiredGroup(g *config.Group) GroupChange {
 	known := st != nil || (c.doc.Stack != nil && c.doc.Stack.Group(g.Name) != nil)
 	switch {
 	case st != nil && (st.Freed || st.Destroying):
-		if st.Freed {
-			gc.Action = ActionResume
-		} else {
-			gc.Action = ActionUpdate
-		}
+		gc.Action, gc.WasDestroying = ActionResume, st.Destroying && !st.Freed
 		c.intent.marks = append(c.intent.marks, StateChange{Kind: Resume, Object: object})
 	case !known && gc.Before == 0:
 		gc.Action = ActionCreate
@@ -99,13 +95,15 @@ func (c *computation) desiredGroup(g *config.Group) GroupChange {
 	default:
 		gc.Action = ActionNoOp
 	}
-	if st != nil && st.UpdateStopped && len(w.Batches) > 0 {
+	if st != nil && st.UpdateStopped && c.scope.All() {
+		// This is the "next apply" a `group stop-update` holds the roll
+		// until: the roll resumes, here and in watch.
 		c.intent.marks = append(c.intent.marks, StateChange{Kind: ResumeUpdate, Object: object})
 	}
 	if !recordMatches(st, live, d) {
 		c.intent.members = append(c.intent.members, StateChange{Kind: SetMembers, Object: object, Members: recordOf(live)})
 	}
-	c.b.groupSteps(g, members, w, followed(c.desired, c.doc, g.Name))
+	c.b.groupSteps(g, members, w, followed(c.desired, c.doc, c.scope, g.Name))
 	c.planned = append(c.planned, g.Name)
 	return gc
 }
@@ -130,8 +128,13 @@ func (c *computation) goneGroup(name string) (gc GroupChange, ok bool) {
 		return gc, true
 	case !known && len(live) == 0:
 		return gc, false
-	case cfg == nil:
+	case cfg == nil && len(live) > 0:
 		gc.Action, gc.Error = ActionUnknown, fmt.Sprintf("group %q has live members but its configuration is not in the state, so its provider is unknown", name)
+		return gc, true
+	case cfg == nil:
+		// Its members cannot be listed without a provider: none seen is
+		// not none there.
+		gc.Action, gc.Error = ActionUnknown, fmt.Sprintf("group %q is in the state but its configuration is not, so its provider is unknown", name)
 		return gc, true
 	}
 	gc.Action, gc.Before = ActionDestroy, len(live)
@@ -159,11 +162,16 @@ func (c *computation) goneGroup(name string) (gc GroupChange, ok bool) {
 	return gc, true
 }
 
-// followed reports whether an ingress or enrollment of st that doc does not
-// mark freed follows group name.
-func followed(st *config.Stack, doc *state.Document, name string) bool {
+// followed reports whether an ingress or enrollment of st that the plan
+// syncs follows group name. A freed one counts in a full plan, which
+// resumes it (and registers and authorizes the group's new members, once
+// awaited), not in a scoped one, which leaves it alone.
+func followed(st *config.Stack, doc *state.Document, scope Scope, name string) bool {
+	skipped := func(m map[string]*state.ControllerStatus, name string) bool {
+		return !scope.All() && isFreed(m, name)
+	}
 	for _, in := range st.Ingresses {
-		if isFreed(doc.Ingresses, in.Name) {
+		if skipped(doc.Ingresses, in.Name) {
 			continue
 		}
 		for _, r := range in.Rules {
@@ -173,7 +181,7 @@ func followed(st *config.Stack, doc *state.Document, name string) bool {
 		}
 	}
 	for _, e := range st.Enrollments {
-		if e.Source == name && !isFreed(doc.Enrollments, e.Name) {
+		if e.Source == name && !skipped(doc.Enrollments, e.Name) {
 			return true
 		}
 	}

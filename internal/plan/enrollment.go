@@ -82,8 +82,9 @@ func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world 
 			return id
 		}
 		s := step(StepRevoke)
-		s.Instance, s.Authorization, s.Reason, s.After = enrollment.SourceOf(r.Authorization), ptr(r.Authorization), r.Reason, after
+		s.Instance, s.Authorization, s.Reason = enrollment.SourceOf(r.Authorization), ptr(r.Authorization), r.Reason
 		id := b.add(s)
+		b.after(id, after...) // drops the zeros: replacements authorized already
 		b.revoked[key] = id
 		return id
 	}
@@ -94,6 +95,26 @@ func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world 
 		made := authorize(r.New)
 		revoke(enrollment.Revocation{Authorization: r.Old, Reason: enrollment.ReasonReplaced}, made)
 	}
+	// A pending member that stays is authorized once it runs (rendered
+	// from how it is listed then), unless it has an authorization already.
+	has := map[instance.ID]bool{}
+	for _, a := range obs.Authorizations {
+		if enrollment.Ours(e.Name, a) {
+			has[enrollment.SourceOf(a)] = true
+		}
+	}
+	for _, m := range staying {
+		if m.ID == "" || m.State != instance.StatePending || has[m.ID] {
+			continue
+		}
+		if _, done := b.authorized[authKey{where: e.Name, id: string(m.ID)}]; done {
+			continue
+		}
+		await := b.awaitMember(src, m.ID)
+		s := step(StepAuthorize)
+		s.Instance, s.Awaited, s.After = m.ID, await, []StepID{await}
+		b.authorized[authKey{where: e.Name, id: string(m.ID)}] = b.add(s)
+	}
 	// Arrivals are authorized once they run.
 	var fresh []*arrival // provisioned by the plan, not yet paired with a held authorization
 	for _, a := range b.arrivals[src] {
@@ -102,7 +123,7 @@ func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world 
 			continue
 		}
 		s := step(StepAuthorize)
-		s.Made, s.After = a.provision, []StepID{a.await}
+		s.Made, s.Awaited, s.After = a.provision, a.await, []StepID{a.running()}
 		id := b.add(s)
 		b.authorized[authKey{where: e.Name, id: fmt.Sprintf("made:%d", a.provision)}] = id
 		a.ready = append(a.ready, id)
@@ -111,7 +132,7 @@ func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world 
 	for _, r := range ch.Revoke {
 		source := enrollment.SourceOf(r.Authorization)
 		var after []StepID
-		if l := b.leavingMember(src, source); l != nil && l.by != nil {
+		if l := b.leaverOf(src, source); l != nil && l.by != nil {
 			after = append(after, b.authorizedFor(e.Name, l.by)) // make before break
 		}
 		b.beforeDrain(src, source, revoke(r, after...))
@@ -128,11 +149,18 @@ func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world 
 // held. It returns how many stay held.
 func (b *builder) releaseHeld(src string, held []nfs.Authorization, fresh []*arrival,
 	revoke func(enrollment.Revocation, ...StepID) StepID, name string) int {
-	used := map[*arrival]bool{}
+	// The plain creates of each logical ID ("" for cattle), in order: each
+	// is paired with one held authorization at most.
+	unpaired := map[string][]*arrival{}
+	for _, a := range fresh {
+		if a.replaces == nil {
+			unpaired[a.logicalID] = append(unpaired[a.logicalID], a)
+		}
+	}
 	left := 0
 	for _, h := range held {
 		source := enrollment.SourceOf(h)
-		if l := b.leavingMember(src, source); l != nil {
+		if l := b.leaverOf(src, source); l != nil {
 			var after []StepID
 			if l.by != nil {
 				after = append(after, b.authorizedFor(name, l.by)) // make before break
@@ -141,18 +169,13 @@ func (b *builder) releaseHeld(src string, held []nfs.Authorization, fresh []*arr
 			continue
 		}
 		lid := h.Tags[tags.LogicalID]
-		var by *arrival
-		for _, a := range fresh {
-			if !used[a] && a.replaces == nil && a.logicalID == lid {
-				by = a
-				break
-			}
-		}
-		if by == nil {
+		queue := unpaired[lid]
+		if len(queue) == 0 {
 			left++
 			continue
 		}
-		used[by] = true
+		by := queue[0]
+		unpaired[lid] = queue[1:]
 		revoke(enrollment.Revocation{Authorization: h, Reason: enrollment.ReasonMemberGone}, b.authorizedFor(name, by))
 	}
 	return left
@@ -163,8 +186,15 @@ func (b *builder) releaseHeld(src string, held []nfs.Authorization, fresh []*arr
 // comes after the old one is destroyed, and keeps the authorization
 // until then.
 func (b *builder) beforeDrain(group string, member instance.ID, revocation StepID) {
-	if l := b.leavingMember(group, member); l != nil && !(l.pet && l.by != nil) {
-		b.after(l.drain, revocation)
+	l := b.leaverOf(group, member)
+	switch {
+	case l == nil:
+	case l.pet && l.by != nil:
+		for _, gate := range l.gates {
+			b.later(revocation, gate)
+		}
+	default:
+		b.breaking(l, revocation)
 	}
 }
 
@@ -179,9 +209,9 @@ func (b *builder) authorizedFor(name string, a *arrival) StepID {
 
 // revokeAt revokes at target (provider, type) every authorization of
 // enrollment name that rev lists (Teardown or Retarget), each after the
-// steps in after; a member leaving is drained only once its authorization
-// is revoked.
-func (b *builder) revokeAt(object, provider, typ, name, src string, rev enrollment.Changes, after []StepID) []StepID {
+// step after gives for its member (after may be nil); a member leaving is
+// drained only once its authorization is revoked.
+func (b *builder) revokeAt(object, provider, typ, name, src string, rev enrollment.Changes, after func(instance.ID) StepID) []StepID {
 	var out []StepID
 	for _, r := range rev.Revoke {
 		key := authKey{where: TargetKey(provider, typ), id: r.Authorization.ID}
@@ -190,9 +220,11 @@ func (b *builder) revokeAt(object, provider, typ, name, src string, rev enrollme
 			continue
 		}
 		s := Step{Kind: StepRevoke, Object: object, Provider: provider, Enrollment: name, TargetType: typ, Group: src,
-			Instance: enrollment.SourceOf(r.Authorization), Authorization: ptr(r.Authorization), Reason: r.Reason,
-			After: append([]StepID(nil), after...)}
+			Instance: enrollment.SourceOf(r.Authorization), Authorization: ptr(r.Authorization), Reason: r.Reason}
 		id := b.add(s)
+		if after != nil {
+			b.after(id, after(s.Instance))
+		}
 		b.revoked[key] = id
 		b.beforeDrain(src, s.Instance, id)
 		out = append(out, id)

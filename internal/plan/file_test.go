@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/sdk/instance"
 )
 
 func TestSaveLoadRoundTrip(t *testing.T) {
@@ -54,7 +56,7 @@ func TestLoadRefuses(t *testing.T) {
 
 func TestCheckState(t *testing.T) {
 	planAt := func(doc *state.Document) *Plan {
-		p, err := Compute(stackOf(), doc, World{})
+		p, err := Compute(stackOf(), doc, World{}, Scope{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,5 +92,65 @@ func TestCheckState(t *testing.T) {
 				t.Errorf("CheckState error %q does not mention %q", err, tc.mention)
 			}
 		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	prov := Step{ID: 1, Kind: StepProvision}
+	for _, tc := range []struct {
+		name  string
+		steps []Step
+		want  string
+	}{
+		{"a sound graph", []Step{prov, {ID: 2, Kind: StepAwait, Made: 1, After: []StepID{1}}, {ID: 3, Kind: StepDestroy, After: []StepID{2, 1}}}, ""},
+		{"no steps", nil, ""},
+		{"IDs out of order", []Step{{ID: 2}}, "step 1 has ID 2"},
+		{"a step waiting for one not there", []Step{prov, {ID: 2, After: []StepID{3}}}, "waits for step 3, which is not in the plan"},
+		{"a step waiting for itself", []Step{{ID: 1, After: []StepID{1}}}, "waits for step 1"},
+		{"made by no provision", []Step{{ID: 1, Kind: StepDrain}, {ID: 2, Kind: StepRegister, Made: 1}}, "acts on the instance of step 1, which provisions nothing"},
+		{"a cycle", []Step{prov, {ID: 2, After: []StepID{3}}, {ID: 3, After: []StepID{2}}}, "cycle (1 of 3 can run)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check(tc.steps)
+			if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Check = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadRefusesBrokenSteps(t *testing.T) {
+	p := examplePlan(t)
+	p.Steps[1].After = append(p.Steps[1].After, StepID(len(p.Steps)+5))
+	var b bytes.Buffer
+	if err := p.Save(&b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(&b); err == nil || !strings.Contains(err.Error(), "the plan file's steps are broken") {
+		t.Errorf("Load error = %v", err)
+	}
+}
+
+func TestCheckWorld(t *testing.T) {
+	p := examplePlan(t)
+	now := map[string]string{}
+	for g, fp := range p.Observed {
+		now[g] = fp
+	}
+	if err := p.CheckWorld(now); err != nil {
+		t.Fatalf("the world as planned: %v", err)
+	}
+	if _, ok := p.Observed["lost"]; ok {
+		t.Error("a group that could not be observed is fingerprinted")
+	}
+	now["cattle"] = Fingerprint(running("c", 9, "x"))
+	if err := p.CheckWorld(now); !errors.Is(err, ErrWorldMoved) || !strings.Contains(err.Error(), `group "cattle"`) {
+		t.Errorf("CheckWorld = %v", err)
+	}
+	// Members in another order, or terminating ones, are the same members.
+	ms := running("c", 3, "x")
+	moved := append([]group.Member{ms[2], {ID: "c-9", State: instance.StateTerminating}}, ms[:2]...)
+	if Fingerprint(ms) != Fingerprint(moved) {
+		t.Error("the fingerprint depends on order or terminating members")
 	}
 }

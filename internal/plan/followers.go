@@ -8,6 +8,7 @@ import (
 	"github.com/infrakit/infrakit/internal/controller/enrollment"
 	"github.com/infrakit/infrakit/internal/controller/ingress"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/sdk/instance"
 )
 
 // ingresses plans the ingresses of the desired stack, then those that left
@@ -164,10 +165,10 @@ func (c *computation) enrollments() {
 		c.b.enrollmentSteps(c.desired, e, c.world, &ec)
 		if full && !c.scope.Sync && stored != nil && enrollment.TargetChanged(stored, e) && ec.Error == "" {
 			ec.Retarget = enrollment.TargetString(stored.Target)
-			ec.Error = c.revokeOld(e.Name, e, EnrollmentPart(c.doc.Stack, e.Name), start)
+			ec.Error = c.revokeOld(e.Name, e, EnrollmentPart(c.doc.Stack, e.Name))
 		}
 		if full && !c.scope.Sync && ec.Error == "" {
-			ec.Error = c.pendingEnrollment(e.Name, e, &ec, start)
+			ec.Error = c.pendingEnrollment(e.Name, e, &ec)
 		}
 		switch {
 		case ec.Error != "":
@@ -193,9 +194,9 @@ func (c *computation) enrollments() {
 		default:
 			errText := ""
 			if c.doc.Stack != nil && c.doc.Stack.Enrollment(name) != nil {
-				errText = c.revokeOld(name, nil, EnrollmentPart(c.doc.Stack, name), len(c.b.steps))
+				errText = c.revokeOld(name, nil, EnrollmentPart(c.doc.Stack, name))
 			}
-			if errText = firstOf(errText, c.pendingEnrollment(name, nil, &ec, len(c.b.steps))); errText != "" {
+			if errText = firstOf(errText, c.pendingEnrollment(name, nil, &ec)); errText != "" {
 				ec.Action, ec.Error = ActionUnknown, errText
 			}
 		}
@@ -222,24 +223,27 @@ func (c *computation) leavingEnrollments() []string {
 
 // pendingEnrollment finishes the revocations an earlier apply left at old
 // targets of enrollment name (current is it in the desired stack, or nil).
-func (c *computation) pendingEnrollment(name string, current *config.Enrollment, ec *EnrollmentChange, start int) string {
+func (c *computation) pendingEnrollment(name string, current *config.Enrollment, ec *EnrollmentChange) string {
 	errText := ""
 	for _, part := range pendingOf(c.doc.Enrollments, name) {
 		if pe := part.Enrollment(name); pe != nil {
 			ec.Pending = append(ec.Pending, enrollment.TargetString(pe.Target))
 		}
-		errText = firstOf(errText, c.revokeOld(name, current, part, start))
+		errText = firstOf(errText, c.revokeOld(name, current, part))
 	}
 	return errText
 }
 
 // revokeOld revokes at the target of enrollment name as part holds it what
 // the enrollment made there: everything when current is nil (it left the
-// stack), else what the current target does not list too, once the
-// current target's authorizations of the plan (steps from start) are
-// made. The revocations are recorded as pending by the intent and cleared
-// once done.
-func (c *computation) revokeOld(name string, current *config.Enrollment, part *config.Stack, start int) string {
+// stack), else what the current target does not list too, each once the
+// current target's authorization of its member (or of the member
+// replacing it) is made. Waiting for that one only, not for every
+// authorization of the plan, keeps the graph acyclic: a member a roll
+// replaces is drained after its revocations, and a later batch's
+// authorizations come after that drain. The revocations are recorded as
+// pending by the intent and cleared once done.
+func (c *computation) revokeOld(name string, current *config.Enrollment, part *config.Stack) string {
 	object := Address(KindEnrollment, name)
 	old := part.Enrollment(name)
 	if old == nil {
@@ -257,16 +261,20 @@ func (c *computation) revokeOld(name string, current *config.Enrollment, part *c
 		c.intent.pending = append(c.intent.pending, StateChange{Kind: AddPending, Object: object, Part: part})
 	}
 	var rev enrollment.Changes
-	var after []StepID
+	var after func(instance.ID) StepID
 	if current == nil {
 		rev = enrollment.Teardown(name, obs.Authorizations, enrollment.ReasonDestroy)
 	} else {
 		now := c.world.Authorizers[TargetKey(current.Target.Provider, current.Target.Type)]
 		rev = enrollment.Retarget(name, obs.Authorizations, now.Authorizations)
-		for _, s := range c.b.steps[start:] {
-			if s.Kind == StepAuthorize && s.Object == object {
-				after = append(after, s.ID) // make before break
+		after = func(member instance.ID) StepID { // make before break
+			if id := c.b.authorized[authKey{where: name, id: string(member)}]; id != 0 {
+				return id
 			}
+			if l := c.b.leaverOf(old.Source, member); l != nil && l.by != nil {
+				return c.b.authorizedFor(name, l.by)
+			}
+			return 0
 		}
 	}
 	src := old.Source
@@ -288,12 +296,20 @@ func EnrollmentPart(st *config.Stack, name string) *config.Stack {
 
 // scopedGroups are the groups a scoped plan covers (nil for a full plan).
 func (c *computation) scopedGroups() map[string]bool {
-	if c.scope.Groups == nil {
+	return scopedGroups(c.scope, c.doc)
+}
+
+// scopedGroups are the groups scope names that it plans (nil when it names
+// none): the followers of a scoped plan act for these groups' members only.
+func scopedGroups(scope Scope, doc *state.Document) map[string]bool {
+	if scope.Groups == nil {
 		return nil
 	}
-	out := make(map[string]bool, len(c.scope.Groups))
-	for _, g := range c.scope.Groups {
-		out[g] = true
+	out := make(map[string]bool, len(scope.Groups))
+	for _, g := range scope.Groups {
+		if scope.plansGroup(doc, g) {
+			out[g] = true
+		}
 	}
 	return out
 }
@@ -367,7 +383,7 @@ func ComputeFree(doc *state.Document, world World, kind, name string) (*Plan, er
 	c.intent.marks = append(c.intent.marks, StateChange{Kind: MarkFreed, Object: object})
 	if e := doc.Stack.Enrollment(name); kind == KindEnrollment && e != nil && e.DestroyOnFree {
 		ec := EnrollmentChange{Enrollment: name, Action: ActionUpdate}
-		if errText := c.revokeOld(name, nil, EnrollmentPart(doc.Stack, name), 0); errText != "" {
+		if errText := c.revokeOld(name, nil, EnrollmentPart(doc.Stack, name)); errText != "" {
 			ec.Action, ec.Error = ActionUnknown, errText
 		}
 		p.Enrollments = append(p.Enrollments, ec)

@@ -122,6 +122,7 @@ func pairReplacements(dec group.Decision, members []group.Member) ([]group.Creat
 func (b *builder) groupSteps(g *config.Group, members []group.Member, w GroupWork, followed bool) {
 	object := Address(KindGroup, g.Name)
 	provider := g.Instance.Provider
+	b.providers[g.Name] = provider
 	pets := g.Size == nil
 	lids := make(map[instance.ID]string, len(members))
 	for _, m := range members {
@@ -168,6 +169,7 @@ func (b *builder) groupSteps(g *config.Group, members []group.Member, w GroupWor
 			}
 			for _, p := range prev {
 				b.later(rs.entry, p.done)
+				rs.leave.gates = append(rs.leave.gates, p.done)
 			}
 		}
 		prev = cur
@@ -186,6 +188,7 @@ func (b *builder) groupSteps(g *config.Group, members []group.Member, w GroupWor
 type replacementSteps struct {
 	entry StepID
 	done  func() []StepID
+	leave *leave
 }
 
 // replace adds the steps of one replacement. Cattle: provision the new
@@ -199,13 +202,13 @@ func (b *builder) replace(object, provider string, g *config.Group, r Replacemen
 		a := b.arrive(object, provider, g, r.LogicalID, r.Old, string(r.Reason), true)
 		a.replaces, l.by = l, a
 		b.after(a.provision, l.destroy)
-		return &replacementSteps{entry: l.drain, done: func() []StepID { return a.ready }}
+		return &replacementSteps{entry: l.drain, done: func() []StepID { return a.ready }, leave: l}
 	}
 	a := b.arrive(object, provider, g, r.LogicalID, r.Old, string(r.Reason), true)
 	l := b.leaveSteps(object, provider, g, r.Old, string(r.Reason), false)
 	a.replaces, l.by = l, a
 	b.after(l.drain, a.await)
-	return &replacementSteps{entry: a.provision, done: func() []StepID { return []StepID{l.destroy} }}
+	return &replacementSteps{entry: a.provision, done: func() []StepID { return []StepID{l.destroy} }, leave: l}
 }
 
 // arrive adds a member's provision, and its await when awaited (followed,

@@ -193,6 +193,9 @@ func (r *human) group(g GroupChange) {
 		sym, what = "-", "will be destroyed"
 	case ActionResume:
 		what = "is free and will be managed again"
+		if g.WasDestroying {
+			what = "was being destroyed and will be managed again"
+		}
 	}
 	r.printf("  # group.%s %s\n", g.Group, what)
 	r.printf("%s group %q {\n", r.sym(sym), g.Group)

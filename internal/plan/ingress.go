@@ -123,62 +123,56 @@ func (b *builder) routeSteps(at lbAt, d ingress.DesiredLB, obs LoadBalancerView,
 	}
 }
 
-// backendSteps makes the backends of at the live members of groups: it
-// registers the running members that are not (and re-registers those whose
-// address changed), registers each member the plan provisions once it
-// runs, and deregisters what is no member (full) or what is a member of
-// groups no longer (otherwise). A member that leaves is deregistered before
-// it is drained, and after the member replacing it is registered.
+// backendSteps makes the backends of at the members of groups as the plan
+// leaves them: what ingress.Diff decides for the members that stay (the
+// running ones registered at their addresses, a re-addressed one
+// registered again, what is no member deregistered — in a plan that does
+// not cover the load balancer in full, only what is known as a member of
+// groups), each pending member registered once it runs, and each member
+// the plan provisions once it runs (replacements: once healthy). A member
+// that leaves is deregistered before it is drained, and after the member
+// replacing it is registered.
 func (b *builder) backendSteps(at lbAt, groups []string, world World, observed []loadbalancer.Backend, full bool) {
-	registered := make(map[instance.ID]loadbalancer.Backend, len(observed))
-	for _, r := range observed {
-		if _, dup := registered[r.ID]; !dup {
-			registered[r.ID] = r
-		}
-	}
-	wanted := map[instance.ID]bool{}
+	staying := make(map[string][]group.Member, len(groups))
 	ours := map[instance.ID]string{} // IDs known as members of groups, by group
 	for _, g := range groups {
 		for _, m := range world.Members[g] {
-			if m.ID == "" {
-				continue
-			}
 			ours[m.ID] = g
-			if m.State == instance.StateTerminating || b.leavingMember(g, m.ID) != nil {
-				continue
-			}
-			wanted[m.ID] = true
-			if m.State != instance.StateRunning {
-				continue // a pending member is registered once it runs
-			}
-			b.registerMember(at, g, m, registered)
 		}
 		for id := range b.leaving[g] {
 			ours[id] = g
 		}
-		for _, a := range b.arrivals[g] {
-			if a.provision == 0 {
-				a.ready = append(a.ready, b.registered[backendKey{lb: at.key, id: a.id}])
-				continue
+		staying[g] = b.staying(g, world.Members[g])
+	}
+	ch := ingress.Diff(ingress.DesiredLB{LoadBalancer: at.name, Groups: groups}, nil, observed, staying, true)
+	for _, r := range ch.Register {
+		b.register(at, ours[r.ID], r, 0)
+	}
+	for _, r := range ch.Readdress {
+		b.register(at, ours[r.New.ID], r.New, b.deregister(at, r.Old))
+	}
+	registered := make(map[instance.ID]bool, len(observed))
+	for _, r := range observed {
+		registered[r.ID] = true
+	}
+	for _, g := range groups {
+		for _, m := range staying[g] {
+			if m.ID != "" && ingress.Keeps(m) && !ingress.Serves(m) && !registered[m.ID] {
+				b.registerAwaited(at, g, m)
 			}
-			s := at.step(StepRegister)
-			s.Group, s.Made, s.After = g, a.provision, []StepID{a.await}
-			id := b.add(s)
-			b.registered[backendKey{lb: at.key, made: a.provision}] = id
-			a.ready = append(a.ready, id)
+		}
+		for _, a := range b.arrivals[g] {
+			b.registerArrival(at, g, a)
 		}
 	}
-	for _, r := range observed {
-		if wanted[r.ID] {
-			continue
-		}
+	for _, r := range ch.Deregister {
 		g, member := ours[r.ID]
 		if !full && !member {
 			continue // another group's backend: not this plan's to judge
 		}
 		dereg := b.deregister(at, r)
-		if l := b.leavingMember(g, r.ID); member && l != nil {
-			b.after(l.drain, dereg)
+		if l := b.leaverOf(g, r.ID); l != nil {
+			b.breaking(l, dereg)
 			if l.by != nil && !l.pet {
 				// Make before break. (A pet's replacement comes after
 				// it is destroyed: it cannot be waited for.)
@@ -188,25 +182,67 @@ func (b *builder) backendSteps(at lbAt, groups []string, world World, observed [
 	}
 }
 
-// registerMember registers a running member that is not registered, or
-// re-registers one whose address changed (deregistered first: the SPI
-// keys backends by ID).
-func (b *builder) registerMember(at lbAt, g string, m group.Member, registered map[instance.ID]loadbalancer.Backend) {
-	want := loadbalancer.Backend{ID: m.ID, Address: m.Address}
-	have, ok := registered[m.ID]
-	if ok && have.Address == want.Address {
-		return
-	}
-	key := backendKey{lb: at.key, id: m.ID}
+// register registers backend r (of a running member of group g) on at,
+// once, after the step before (a deregistration of its old address).
+func (b *builder) register(at lbAt, g string, r loadbalancer.Backend, before StepID) {
+	key := backendKey{lb: at.key, id: r.ID}
 	if _, done := b.registered[key]; done {
 		return
 	}
 	s := at.step(StepRegister)
-	s.Group, s.Instance, s.Backend = g, m.ID, &want
-	if ok {
-		s.After = []StepID{b.deregister(at, have)}
+	s.Group, s.Instance, s.Backend = g, r.ID, ptr(r)
+	if before != 0 {
+		s.After = []StepID{before}
 	}
 	b.registered[key] = b.add(s)
+}
+
+// registerAwaited registers pending member m of group g once it runs, at
+// the address it is listed with then.
+func (b *builder) registerAwaited(at lbAt, g string, m group.Member) {
+	key := backendKey{lb: at.key, id: m.ID}
+	if _, done := b.registered[key]; done {
+		return
+	}
+	await := b.awaitMember(g, m.ID)
+	s := at.step(StepRegister)
+	s.Group, s.Instance, s.Awaited, s.After = g, m.ID, await, []StepID{await}
+	b.registered[key] = b.add(s)
+}
+
+// registerArrival registers the member arrival a brings, once it runs.
+func (b *builder) registerArrival(at lbAt, g string, a *arrival) {
+	if a.provision == 0 {
+		a.ready = append(a.ready, b.registered[backendKey{lb: at.key, id: a.id}])
+		return
+	}
+	s := at.step(StepRegister)
+	s.Group, s.Made, s.Awaited, s.After = g, a.provision, a.await, []StepID{a.running()}
+	id := b.add(s)
+	b.registered[backendKey{lb: at.key, made: a.provision}] = id
+	a.ready = append(a.ready, id)
+}
+
+// awaitMember is the await of pending member id of group g (made once):
+// what registering it and authorizing it wait for.
+func (b *builder) awaitMember(g string, id instance.ID) StepID {
+	key := g + "\x00" + string(id)
+	if s, ok := b.awaits[key]; ok {
+		return s
+	}
+	s := b.add(Step{Kind: StepAwait, Object: Address(KindGroup, g), Provider: b.providers[g], Group: g, Instance: id})
+	b.awaits[key] = s
+	return s
+}
+
+// breaking records that step id takes away part of what leaving member l
+// has (a backend, an authorization): l is drained only after it, and it
+// waits for what l's break waits for (the batch before l's, in a roll).
+func (b *builder) breaking(l *leave, id StepID) {
+	b.after(l.drain, id)
+	for _, gate := range l.gates {
+		b.later(id, gate)
+	}
 }
 
 // deregister adds the deregistration of backend r from at, once.
@@ -263,10 +299,8 @@ func (b *builder) teardownLB(object string, lb *config.LoadBalancer, remain ingr
 	for _, r := range ch.Deregister {
 		id := b.deregister(at, r)
 		steps = append(steps, id)
-		for g := range b.leaving {
-			if l := b.leavingMember(g, r.ID); l != nil {
-				b.after(l.drain, id)
-			}
+		if l := b.leaverOf("", r.ID); l != nil {
+			b.breaking(l, id)
 		}
 	}
 	return steps, nil

@@ -64,10 +64,7 @@ func ApplyChange(doc *state.Document, desired *config.Stack, c StateChange) {
 	case StoreStack:
 		doc.Stack = StoredStack(desired, doc)
 	case SetSize:
-		if g := storedGroup(doc, name); g != nil && g.Size != nil {
-			n := c.Size
-			g.Size = &n
-		}
+		setSize(doc, name, c.Size)
 	case SetMembers:
 		doc.Group(name).Instances = slices.Clone(c.Members)
 	case Resume:
@@ -127,11 +124,23 @@ func StoredStack(desired *config.Stack, doc *state.Document) *config.Stack {
 	return &out
 }
 
-func storedGroup(doc *state.Document, name string) *config.Group {
+// setSize sets the stored size of cattle name on copies of the stored
+// stack and group: the stored stack is often the plan's desired stack
+// itself (StoreStack), which must not change under the plan.
+func setSize(doc *state.Document, name string, n int) {
 	if doc.Stack == nil {
-		return nil
+		return
 	}
-	return doc.Stack.Group(name)
+	i := slices.IndexFunc(doc.Stack.Groups, func(g *config.Group) bool { return g.Name == name })
+	if i < 0 || doc.Stack.Groups[i].Size == nil {
+		return
+	}
+	g := *doc.Stack.Groups[i]
+	g.Size = &n
+	out := *doc.Stack
+	out.Groups = slices.Clone(out.Groups)
+	out.Groups[i] = &g
+	doc.Stack = &out
 }
 
 func resume(doc *state.Document, kind, name string) {

@@ -40,6 +40,7 @@ func NeedsOf(desired *config.Stack, doc *state.Document, scope Scope) Needs {
 	if doc == nil {
 		doc = &state.Document{}
 	}
+	doc, _ = unfreed(doc, scope.Resume)
 	n := Needs{Groups: map[string]GroupNeed{}}
 	addGroup := func(name string, planned bool) {
 		need := n.Groups[name]
@@ -52,7 +53,7 @@ func NeedsOf(desired *config.Stack, doc *state.Document, scope Scope) Needs {
 		n.Groups[name] = need
 	}
 	for _, g := range desired.Groups {
-		if scope.hasGroup(g.Name) {
+		if scope.plansGroup(doc, g.Name) {
 			addGroup(g.Name, true)
 		}
 	}
@@ -76,6 +77,19 @@ func NeedsOf(desired *config.Stack, doc *state.Document, scope Scope) Needs {
 
 // followers adds what the ingresses and enrollments of the plan read.
 func (n *Needs) followers(desired *config.Stack, doc *state.Document, scope Scope, addGroup func(string, bool)) {
+	scoped := scopedGroups(scope, doc)
+	stored := doc.Stack
+	if scope.Sync {
+		stored = nil // a sync plans no teardown
+	}
+	n.ingresses(desired, doc, stored, scope, scoped, addGroup)
+	n.enrollments(desired, doc, stored, scope, scoped, addGroup)
+}
+
+// ingresses adds the load balancers the plan's ingresses act on (their
+// teardowns' too, unless stored is nil) and the groups they follow.
+func (n *Needs) ingresses(desired *config.Stack, doc *state.Document, stored *config.Stack, scope Scope,
+	scoped map[string]bool, addGroup func(string, bool)) {
 	lbs := map[string]bool{}
 	addLB := func(lb *config.LoadBalancer) {
 		if lb != nil && !lbs[LBKey(lb.Provider, lb.Name)] {
@@ -83,18 +97,6 @@ func (n *Needs) followers(desired *config.Stack, doc *state.Document, scope Scop
 			n.LoadBalancers = append(n.LoadBalancers, lb)
 		}
 	}
-	targets := map[string]bool{}
-	addTarget := func(t config.EnrollmentTarget) {
-		if k := TargetKey(t.Provider, t.Type); !targets[k] {
-			targets[k] = true
-			n.Targets = append(n.Targets, t)
-		}
-	}
-	scoped := map[string]bool{}
-	for _, g := range scope.Groups {
-		scoped[g] = true
-	}
-	stored := doc.Stack
 	for _, in := range desired.Ingresses {
 		full := scope.hasIngress(in.Name)
 		if !full && !followsAny(ingressGroups(in), scoped) {
@@ -111,15 +113,12 @@ func (n *Needs) followers(desired *config.Stack, doc *state.Document, scope Scop
 				}
 			}
 		}
-		if full && !scope.Sync && stored != nil && stored.Ingress(in.Name) != nil {
+		if full && stored != nil && stored.Ingress(in.Name) != nil {
 			n.released(stored, desired, in.Name, addLB, addGroup)
 		}
 		if full && !scope.Sync {
 			n.pendingLBs(doc.Ingresses[in.Name], desired, addLB, addGroup)
 		}
-	}
-	if scope.Sync {
-		stored = nil // no teardown is planned
 	}
 	if stored != nil {
 		for _, in := range stored.Ingresses {
@@ -131,6 +130,19 @@ func (n *Needs) followers(desired *config.Stack, doc *state.Document, scope Scop
 	for name, rec := range doc.Ingresses {
 		if desired.Ingress(name) == nil && scope.hasIngress(name) && !scope.Sync {
 			n.pendingLBs(rec, desired, addLB, addGroup)
+		}
+	}
+}
+
+// enrollments adds the targets the plan's enrollments act on (their old
+// and pending targets too, unless stored is nil) and their source groups.
+func (n *Needs) enrollments(desired *config.Stack, doc *state.Document, stored *config.Stack, scope Scope,
+	scoped map[string]bool, addGroup func(string, bool)) {
+	targets := map[string]bool{}
+	addTarget := func(t config.EnrollmentTarget) {
+		if k := TargetKey(t.Provider, t.Type); !targets[k] {
+			targets[k] = true
+			n.Targets = append(n.Targets, t)
 		}
 	}
 	for _, e := range desired.Enrollments {
@@ -148,10 +160,8 @@ func (n *Needs) followers(desired *config.Stack, doc *state.Document, scope Scop
 		if !full || scope.Sync {
 			continue
 		}
-		if stored != nil {
-			if old := stored.Enrollment(e.Name); old != nil {
-				addTarget(old.Target)
-			}
+		if stored != nil && stored.Enrollment(e.Name) != nil {
+			addTarget(stored.Enrollment(e.Name).Target)
 		}
 		n.pendingTargets(doc.Enrollments[e.Name], addTarget)
 	}

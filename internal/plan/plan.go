@@ -31,6 +31,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
@@ -120,6 +121,9 @@ type GroupChange struct {
 	// UpdateStopped is set when `group stop-update` halted the group's
 	// roll; apply resumes it.
 	UpdateStopped bool `json:"update_stopped,omitempty"`
+	// WasDestroying is set when the group was being destroyed (an
+	// interrupted destroy) and is managed again (ActionResume).
+	WasDestroying bool `json:"was_destroying,omitempty"`
 	// Error is why the group could not be observed (ActionUnknown).
 	Error string `json:"error,omitempty"`
 }
@@ -197,7 +201,18 @@ func Compute(desired *config.Stack, doc *state.Document, world World, scope Scop
 	}
 	p := &Plan{FormatVersion: FormatVersion, Stack: desired.Name, Desired: desired,
 		StateLineage: doc.Lineage, StateSerial: doc.Serial}
+	doc, resumed := unfreed(doc, scope.Resume)
 	c := &computation{b: newBuilder(), desired: desired, doc: doc, world: world, scope: scope, plan: p}
+	c.intent.marks = append(c.intent.marks, resumed...)
+	for _, st := range []*config.Stack{doc.Stack, desired} {
+		if st != nil {
+			for _, g := range st.Groups {
+				if g != nil {
+					c.b.providers[g.Name] = g.Instance.Provider
+				}
+			}
+		}
+	}
 	if err := c.groups(); err != nil {
 		return nil, err
 	}
@@ -214,6 +229,43 @@ func Compute(desired *config.Stack, doc *state.Document, world World, scope Scop
 		return nil, fmt.Errorf("plan: %w", err) // a planner bug: never act on it
 	}
 	return p, nil
+}
+
+// unfreed is doc with the objects of resume not freed (doc itself is not
+// changed), and the intent's changes that resume them.
+func unfreed(doc *state.Document, resume []string) (*state.Document, []StateChange) {
+	if len(resume) == 0 {
+		return doc, nil
+	}
+	out := *doc
+	out.Groups = maps.Clone(doc.Groups)
+	out.Ingresses = maps.Clone(doc.Ingresses)
+	out.Enrollments = maps.Clone(doc.Enrollments)
+	var changes []StateChange
+	for _, object := range resume {
+		kind, name := SplitObject(object)
+		switch kind {
+		case KindGroup:
+			if st := out.Groups[name]; st != nil && st.Freed {
+				cp := *st
+				cp.Freed = false
+				out.Groups[name] = &cp
+				changes = append(changes, StateChange{Kind: Resume, Object: object})
+			}
+		case KindIngress, KindEnrollment:
+			m := out.Ingresses
+			if kind == KindEnrollment {
+				m = out.Enrollments
+			}
+			if rec := m[name]; rec != nil && rec.Freed {
+				cp := *rec
+				cp.Freed = false
+				m[name] = &cp
+				changes = append(changes, StateChange{Kind: Resume, Object: object})
+			}
+		}
+	}
+	return &out, changes
 }
 
 // computation is one Compute in progress.

@@ -3,7 +3,6 @@ package plan
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,58 +10,8 @@ import (
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/state"
-	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
-
-func cattleGroup(name string, size int, note string) *config.Group {
-	return &config.Group{
-		Name:     name,
-		Size:     &size,
-		Instance: config.Plugin{Provider: "simulator", Type: "compute", Properties: json.RawMessage(fmt.Sprintf(`{"note":%q}`, note))},
-		Flavors:  []config.Plugin{{Provider: "vanilla", Properties: json.RawMessage(`{"init":["echo hi"]}`)}},
-		Update:   config.UpdatePolicy{MaxParallel: 1},
-	}
-}
-
-func petGroup(name string, ids ...string) *config.Group {
-	g := cattleGroup(name, 0, "pets")
-	g.Size, g.LogicalIDs = nil, ids
-	return g
-}
-
-func stackOf(groups ...*config.Group) *config.Stack {
-	return &config.Stack{Name: "mystack", Groups: groups}
-}
-
-func hashOf(_ testing.TB, g *config.Group) string { return g.ConfigHash() }
-
-// running returns n running, healthy members prefix-0 ... with the hash.
-func running(prefix string, n int, hash string) []group.Member {
-	out := make([]group.Member, n)
-	for i := range out {
-		out[i] = group.Member{ID: instance.ID(fmt.Sprintf("%s-%d", prefix, i)), ConfigHash: hash,
-			State: instance.StateRunning, Health: flavor.HealthHealthy}
-	}
-	return out
-}
-
-// stored is a stored state whose desired stack holds groups (only names matter).
-func stored(serial uint64, groups ...string) *state.Document {
-	doc := state.NewDocument()
-	doc.Serial = serial
-	doc.Stack = &config.Stack{Name: "mystack"}
-	for _, g := range groups {
-		doc.Stack.Groups = append(doc.Stack.Groups, &config.Group{Name: g})
-		doc.Groups[g] = &state.GroupStatus{Instances: []state.Instance{}}
-	}
-	return doc
-}
-
-func withStatus(doc *state.Document, name string, st state.GroupStatus) *state.Document {
-	doc.Groups[name] = &st
-	return doc
-}
 
 func TestComputeActions(t *testing.T) {
 	miners := cattleGroup("miners", 5, "v1")
@@ -80,13 +29,13 @@ func TestComputeActions(t *testing.T) {
 		doc     *state.Document
 		world   World
 		want    []GroupChange
-		summary Summary
+		summary Counts
 		changes bool
 	}{
 		{name: "a new group is created",
 			desired: stackOf(miners), doc: state.NewDocument(),
 			want:    []GroupChange{{Group: "miners", Action: ActionCreate, After: 5, ConfigHash: h1, Create: make([]group.Create, 5)}},
-			summary: Summary{Add: 5}, changes: true},
+			summary: Counts{Add: 5}, changes: true},
 		{name: "a new group of size zero is created too",
 			desired: stackOf(zero), doc: nil,
 			want:    []GroupChange{{Group: "empty", Action: ActionCreate, ConfigHash: h1}},
@@ -95,7 +44,7 @@ func TestComputeActions(t *testing.T) {
 			desired: stackOf(db), doc: nil,
 			want: []GroupChange{{Group: "db", Action: ActionCreate, After: 2, ConfigHash: hashOf(t, db),
 				Create: []group.Create{{LogicalID: "10.0.0.1"}, {LogicalID: "10.0.0.2"}}}},
-			summary: Summary{Add: 2}, changes: true},
+			summary: Counts{Add: 2}, changes: true},
 		{name: "a group at its size is a no-op",
 			desired: stackOf(miners), doc: stored(3, "miners"),
 			world: World{Members: map[string][]group.Member{"miners": running("m", 5, h1)}},
@@ -108,42 +57,41 @@ func TestComputeActions(t *testing.T) {
 			desired: stackOf(cattle12), doc: stored(3, "cattle"),
 			world:   World{Members: map[string][]group.Member{"cattle": running("c", 10, h1)}},
 			want:    []GroupChange{{Group: "cattle", Action: ActionUpdate, Before: 10, After: 12, ConfigHash: h1, Create: make([]group.Create, 2)}},
-			summary: Summary{Add: 2}, changes: true},
+			summary: Counts{Add: 2}, changes: true},
 		{name: "shrinking is an update",
 			desired: stackOf(cattle8), doc: stored(3, "cattle"),
 			world: World{Members: map[string][]group.Member{"cattle": running("c", 10, h1)}},
 			want: []GroupChange{{Group: "cattle", Action: ActionUpdate, Before: 10, After: 8, ConfigHash: h1,
 				Destroy: []group.Destroy{{ID: "c-0", Reason: group.ReasonScaleDown}, {ID: "c-1", Reason: group.ReasonScaleDown}}}},
-			summary: Summary{Destroy: 2}, changes: true},
+			summary: Counts{Destroy: 2}, changes: true},
 		{name: "a config change rolls every member",
 			desired: stackOf(cattle10v2), doc: stored(3, "cattle"),
 			world: World{Members: map[string][]group.Member{"cattle": running("c", 2, h1)}},
 			want: []GroupChange{{Group: "cattle", Action: ActionRoll, Before: 2, After: 10, ConfigHash: hashOf(t, cattle10v2),
-				Create: make([]group.Create, 8), Roll: []instance.ID{"c-0", "c-1"}}},
-			summary: Summary{Add: 8, Roll: 2}, changes: true},
+				Create: make([]group.Create, 8), Roll: [][]Replacement{{rolled("c-0")}, {rolled("c-1")}}}},
+			summary: Counts{Add: 8, Roll: 2}, changes: true},
 		{name: "a stopped roll is still shown, marked",
 			desired: stackOf(cattle12v2), doc: withStatus(stored(3, "cattle"), "cattle", state.GroupStatus{UpdateStopped: true}),
 			world: World{Members: map[string][]group.Member{"cattle": running("c", 12, h1)[:1]}},
 			want: []GroupChange{{Group: "cattle", Action: ActionRoll, Before: 1, After: 12, ConfigHash: hashOf(t, cattle12v2),
-				Create: make([]group.Create, 11), Roll: []instance.ID{"c-0"}, UpdateStopped: true}},
-			summary: Summary{Add: 11, Roll: 1}, changes: true},
+				Create: make([]group.Create, 11), Roll: [][]Replacement{{rolled("c-0")}}, UpdateStopped: true}},
+			summary: Counts{Add: 11, Roll: 1}, changes: true},
 		{name: "a group that left the stack is destroyed, terminating members aside",
 			desired: stackOf(), doc: stored(3, "old"),
 			world: World{Members: map[string][]group.Member{"old": append(running("o", 2, h1),
 				group.Member{ID: "o-9", State: instance.StateTerminating})}},
 			want: []GroupChange{{Group: "old", Action: ActionDestroy, Before: 2,
 				Destroy: []group.Destroy{{ID: "o-0", Reason: instance.ReasonTerminate}, {ID: "o-1", Reason: instance.ReasonTerminate}}}},
-			summary: Summary{Destroy: 2}, changes: true},
+			summary: Counts{Destroy: 2}, changes: true},
 		{name: "a group that left the stack with no members still leaves the state",
 			desired: stackOf(), doc: stored(3, "old"),
 			want:    []GroupChange{{Group: "old", Action: ActionDestroy}},
 			changes: true},
-		{name: "tagged members of a group nobody declares are destroyed",
+		{name: "tagged members of a group nobody declares are unknown: no provider to destroy them with",
 			desired: stackOf(), doc: nil,
 			world: World{Members: map[string][]group.Member{"stray": running("s", 1, "")}},
-			want: []GroupChange{{Group: "stray", Action: ActionDestroy, Before: 1,
-				Destroy: []group.Destroy{{ID: "s-0", Reason: instance.ReasonTerminate}}}},
-			summary: Summary{Destroy: 1}, changes: true},
+			want: []GroupChange{{Group: "stray", Action: ActionUnknown,
+				Error: `group "stray" has live members but its configuration is not in the state, so its provider is unknown`}}},
 		{name: "an observed group with nothing live is not mentioned",
 			desired: stackOf(), doc: nil,
 			world: World{Members: map[string][]group.Member{"stray": {{ID: "s-0", State: instance.StateTerminating}}}},
@@ -152,7 +100,7 @@ func TestComputeActions(t *testing.T) {
 			desired: stackOf(miners), doc: withStatus(stored(3, "miners"), "miners", state.GroupStatus{Freed: true}),
 			world:   World{Members: map[string][]group.Member{"miners": running("m", 4, h1)}},
 			want:    []GroupChange{{Group: "miners", Action: ActionResume, Before: 4, After: 5, ConfigHash: h1, Create: make([]group.Create, 1)}},
-			summary: Summary{Add: 1}, changes: true},
+			summary: Counts{Add: 1}, changes: true},
 		{name: "a freed group in the stack at its size is still a change (management resumes)",
 			desired: stackOf(miners), doc: withStatus(stored(3, "miners"), "miners", state.GroupStatus{Freed: true}),
 			world:   World{Members: map[string][]group.Member{"miners": running("m", 5, h1)}},
@@ -180,7 +128,7 @@ func TestComputeActions(t *testing.T) {
 			}, changes: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := Compute(tc.desired, tc.doc, tc.world)
+			p, err := Compute(tc.desired, tc.doc, tc.world, Scope{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +162,7 @@ func TestComputeRefusesBadInput(t *testing.T) {
 		{"nil group", stackOf(nil), "is nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Compute(tc.desired, nil, World{})
+			_, err := Compute(tc.desired, nil, World{}, Scope{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Compute error = %v, want it to contain %q", err, tc.want)
 			}
@@ -227,7 +175,7 @@ func TestComputeLeavesInputsAlone(t *testing.T) {
 	doc := withStatus(stored(4, "miners", "old"), "miners", state.GroupStatus{Freed: true})
 	before, _ := json.Marshal(doc)
 	world := World{Members: map[string][]group.Member{"miners": running("m", 2, "x")}}
-	if _, err := Compute(stackOf(cattleGroup("miners", 3, "v")), doc, world); err != nil {
+	if _, err := Compute(stackOf(cattleGroup("miners", 3, "v")), doc, world, Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := json.Marshal(doc)
@@ -237,4 +185,8 @@ func TestComputeLeavesInputsAlone(t *testing.T) {
 	if len(world.Members["miners"]) != 2 || world.Members["miners"][0].ID != "m-0" {
 		t.Error("Compute changed the world")
 	}
+}
+
+func rolled(id instance.ID) Replacement {
+	return Replacement{Old: id, Reason: instance.ReasonRollingUpdate}
 }

@@ -42,7 +42,7 @@ func examplePlan(t *testing.T) *Plan {
 		},
 		Failed: map[string]error{"lost": errors.New(`provider "simulator": DescribeInstances: connection refused`)},
 	}
-	p, err := Compute(stackOf(miners, cattle, web, db, shrink, back, same), doc, world)
+	p, err := Compute(stackOf(miners, cattle, web, db, shrink, back, same), doc, world, Scope{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +66,7 @@ const wantHuman = `infrakit will perform the following actions:
 -/+ group "web" {
     -/+ instance "w-0"
     -/+ instance "w-1"
+      # in 2 batches, each once the one before it is done
     }
 
   # group.db will be updated in-place
@@ -120,7 +121,7 @@ func TestRenderHumanNoChanges(t *testing.T) {
 	p, err := Compute(stackOf(g), doc, World{Members: map[string][]group.Member{
 		"miners": running("m", 2, hashOf(t, g)),
 		"loose":  running("l", 3, "old"),
-	}})
+	}}, Scope{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestRenderHumanColor(t *testing.T) {
 
 func TestRenderHumanCapsLongLists(t *testing.T) {
 	g := cattleGroup("big", 100, "v2")
-	p, err := Compute(stackOf(g), stored(1, "big"), World{Members: map[string][]group.Member{"big": running("b", 100, "v1")}})
+	p, err := Compute(stackOf(g), stored(1, "big"), World{Members: map[string][]group.Member{"big": running("b", 100, "v1")}}, Scope{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,8 @@ func TestRenderJSON(t *testing.T) {
 	if got.FormatVersion != JSONFormatVersion || got.Stack != "mystack" || !got.Changes {
 		t.Errorf("header = %+v", got)
 	}
-	if want := map[string]int{"add": 8, "roll": 2, "destroy": 4}; !reflect.DeepEqual(got.Summary, want) {
+	if want := map[string]int{"add": 8, "roll": 2, "replace": 0, "destroy": 4, "publish": 0, "republish": 0, "unpublish": 0,
+		"register": 0, "deregister": 0, "authorize": 0, "revoke": 0}; !reflect.DeepEqual(got.Summary, want) {
 		t.Errorf("summary = %v, want %v", got.Summary, want)
 	}
 	actions := map[string]string{}

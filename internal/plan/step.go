@@ -91,6 +91,10 @@ type Step struct {
 	// Made is the provision step whose instance the step acts on (its ID
 	// is known once that step is done).
 	Made StepID `json:"made,omitempty"`
+	// Awaited is the await whose listing gives the instance acted on: its
+	// address (a backend) and what an authorization is rendered from. A
+	// register or authorize with it waits for it.
+	Awaited StepID `json:"awaited,omitempty"`
 	// LogicalID is the pet a provision creates.
 	LogicalID string `json:"logical_id,omitempty"`
 	// Replaces is the member a provision replaces (a rolling update or a

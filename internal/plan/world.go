@@ -2,6 +2,7 @@ package plan
 
 import (
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
 	"github.com/infrakit/infrakit/sdk/nfs"
@@ -63,6 +64,10 @@ type Scope struct {
 	// they leave the stack.
 	Ingresses   []string
 	Enrollments []string
+	// Resume are objects ("group.web") the plan manages again although
+	// the state marks them freed: a verb asked to act on one explicitly
+	// (destroy, commit). The intent resumes them.
+	Resume []string
 	// Sync plans the named ingresses and enrollments as a watch syncs
 	// them: routes, backends and authorizations only, without the
 	// teardowns an apply owes (released load balancers, old targets,
@@ -92,6 +97,17 @@ func (s Scope) All() bool {
 
 func (s Scope) hasGroup(name string) bool {
 	return s.All() || contains(s.Groups, name)
+}
+
+// plansGroup reports whether the scope plans group name of the desired
+// stack: a scoped plan leaves a freed group alone, members and followers'
+// backends and authorizations alike, as it leaves freed ingresses and
+// enrollments (only apply resumes what `group free` stopped).
+func (s Scope) plansGroup(doc *state.Document, name string) bool {
+	if !s.hasGroup(name) {
+		return false
+	}
+	return s.All() || doc.Groups[name] == nil || !doc.Groups[name].Freed
 }
 
 func (s Scope) hasIngress(name string) bool {

@@ -19,8 +19,6 @@ ingress "i" {
       port    = 8080
     }
   }
-}
-ingress "j" {
   rule {
     loadbalancer = loadbalancer.lb
     groups       = [group.g]

@@ -121,11 +121,11 @@ func TestWalkthroughEquivalence(t *testing.T) {
 			// The plans from nothing, and from the world the HCL stack made
 			// (every member up to date), are the same.
 			for name, world := range map[string]plan.World{"empty": {}, "converged": convergedWorld(want)} {
-				gp, err := plan.Compute(got, nil, world)
+				gp, err := plan.Compute(got, nil, world, plan.Scope{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				wp, err := plan.Compute(want, nil, world)
+				wp, err := plan.Compute(want, nil, world, plan.Scope{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,10 +3,11 @@ package enrollment
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
@@ -25,15 +26,44 @@ func member(id string, st instance.State) group.Member {
 	return group.Member{ID: instance.ID(id), State: st}
 }
 
-// e2eRender renders the e2e stack's target properties through config.
-func e2eRender(t testing.TB, src string) func(group.Member) (json.RawMessage, error) {
-	t.Helper()
-	target := config.EnrollmentTarget{Provider: "simulator.nfs-auth", Type: "disk", Properties: src}
-	render, err := renderer(&config.Enrollment{Name: "nfs", Target: target}, nil)
-	if err != nil {
-		t.Fatal(err)
+// e2eEnrollment is the enrollment of DESIGN.md's e2e stack.
+func e2eEnrollment() *config.Enrollment {
+	return &config.Enrollment{
+		Name:   "nfs",
+		Source: "cattle",
+		Target: config.EnrollmentTarget{
+			Provider:   "simulator.nfs-auth",
+			Type:       "disk",
+			Properties: `{ host = member.id, iops = 10 }`,
+		},
+		SyncInterval: config.Duration(5 * time.Second),
 	}
-	return render
+}
+
+// e2eRender renders target properties src through config, as a plan
+// does: member is the member's description in descs, else what the member
+// says of itself.
+func e2eRender(t testing.TB, src string, descs ...instance.Description) func(group.Member) (json.RawMessage, error) {
+	t.Helper()
+	target := &config.EnrollmentTarget{Provider: "simulator.nfs-auth", Type: "disk", Properties: src}
+	if _, diags := target.PropertiesExpression(); diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return func(m group.Member) (json.RawMessage, error) {
+		d := instance.Description{ID: m.ID, Address: m.Address, State: m.State}
+		if i := slices.IndexFunc(descs, func(x instance.Description) bool { return x.ID == m.ID }); i >= 0 {
+			d = descs[i]
+		}
+		v, err := config.MemberValue(d)
+		if err != nil {
+			return nil, err
+		}
+		props, err := target.RenderProperties(v)
+		if err != nil {
+			return nil, fmt.Errorf("member %s: %w", m.ID, err)
+		}
+		return props, nil
+	}
 }
 
 // authz is an authorization of enrollment "nfs" for member src.
@@ -311,24 +341,23 @@ func TestAuthorization(t *testing.T) {
 	}
 }
 
-func TestTeardownAndSteps(t *testing.T) {
-	observed := []nfs.Authorization{authz("a2", "c2", `{}`), authz("a1", "c1", `{}`), {ID: "f", SourceID: "c1"}}
+// Teardown revokes every authorization of the enrollment (by its name
+// tag), for the reason given, by member; nothing else is touched.
+func TestTeardown(t *testing.T) {
+	others := authz("x-1", "c1", `{}`)
+	others.Tags[tags.EnrollmentName] = "other"
+	observed := []nfs.Authorization{authz("a2", "c2", `{}`), authz("a1", "c1", `{}`), authz("a0", "c2", `{}`), {ID: "f", SourceID: "c1"}, others}
 	ch := Teardown("nfs", observed, ReasonDestroy)
-	ch.Authorize = []nfs.Authorization{authz("", "c3", `{"host":"c3"}`)}
-	ch.Reauthorize = []Replacement{{Old: authz("a4", "c4", `{}`), New: authz("", "c4", `{"host":"c4"}`)}}
 	var got []string
-	for _, s := range ch.Steps() {
-		got = append(got, s.String())
+	for _, r := range ch.Revoke {
+		got = append(got, fmt.Sprintf("%s (%s, member %s)", r.Authorization.ID, r.Reason, SourceOf(r.Authorization)))
 	}
-	want := []string{
-		"authorize c3 (host c3)",
-		"replace c4 (authorization a4 is out of date)",
-		"revoke a4 (replaced, member c4)",
-		"revoke a1 (destroy, member c1)",
-		"revoke a2 (destroy, member c2)",
+	want := []string{"a1 (destroy, member c1)", "a0 (destroy, member c2)", "a2 (destroy, member c2)"}
+	if !slices.Equal(got, want) || ch.Enrollment != "nfs" || len(ch.Authorize)+len(ch.Reauthorize)+len(ch.Deferred) != 0 {
+		t.Fatalf("Teardown revokes %v (%+v), want %v", got, ch, want)
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	if ch := Teardown("nfs", nil, ReasonDestroy); !ch.Empty() {
+		t.Fatalf("Teardown of nothing = %+v", ch)
 	}
 }
 

@@ -3,11 +3,11 @@
 // authorization per running member of the enrollment's source group, with
 // properties rendered from that member.
 //
-// Deciding and acting are apart. Diff is a pure function of the source
-// members, what the source group wants, the authorizations the target lists
-// and a render function; it
-// returns Changes, a value that can be planned, printed and tested without a
-// provider. The Controller observes, calls Diff and acts.
+// The package decides and acts on nothing. Diff is a pure function of the
+// source members, what the source group wants, the authorizations the
+// target lists and a render function; it returns Changes, a value that can
+// be printed and tested without a provider. Package plan turns decisions
+// into steps, and package execute carries them out through the nfs SPI.
 //
 // Decisions this package makes, which users see:
 //
@@ -50,21 +50,19 @@
 //     error is reported in Changes.Failed.
 //   - When the target changes (another provider, alias included, or type),
 //     apply revokes the enrollment's authorizations at the old target
-//     (Retarget) before the new target is synced, as it destroys an
-//     enrollment that left the stack before any group changes. An
-//     authorization the new target lists too (one store seen through both)
-//     stays: it is the new target's.
-//   - Every authorize of a pass completes before any revoke starts, so a
-//     replacement member that is running (or a re-authorization) is
-//     authorized before the authorization it replaces is revoked; across
-//     passes the holding rule above keeps that true while replacements
-//     start.
+//     (Retarget), each after its member's authorization at the new one
+//     when the plan makes that. An authorization the new target lists too
+//     (one store seen through both) stays: it is the new target's.
+//   - What replaces an authorization is made before it is revoked: a plan
+//     revokes a re-authorized member's old authorization after the new one
+//     is made, and that of a member that leaves after the member replacing
+//     it is authorized; across passes the holding rule above keeps that
+//     true while replacements start.
 package enrollment
 
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"slices"
 
 	"github.com/infrakit/infrakit/internal/config"
@@ -88,13 +86,12 @@ const (
 	ReasonRetarget = "target-changed"
 )
 
-// Changes is what one enrollment needs (from Diff) or what was done (from the
-// Controller's acting methods). Lists are sorted by member ID, then ID.
-// Its JSON shape is MarshalJSON's.
+// Changes is what one enrollment needs (from Diff, Teardown or Retarget).
+// Lists are sorted by member ID, then ID.
 type Changes struct {
 	Enrollment string
 	// Authorize are new authorizations, for running members that have none.
-	// Their IDs are empty in a Diff and set once authorized.
+	// Their IDs are empty: the authorizer gives them one.
 	Authorize []nfs.Authorization
 	// Reauthorize are members whose authorization is out of date: New is
 	// authorized, then Old revoked.
@@ -164,14 +161,8 @@ func WantOf(g *config.Group) Want {
 	return w
 }
 
-// Membership is the source group as one observation saw it: its instances
-// as its provider lists them, and what it wants.
-type Membership struct {
-	Instances []instance.Description
-	Want      Want
-}
 
-// Empty reports whether there is nothing to do (or nothing was done).
+// Empty reports whether there is nothing to do.
 func (c Changes) Empty() bool {
 	return len(c.Authorize) == 0 && len(c.Reauthorize) == 0 && len(c.Revoke) == 0
 }
@@ -258,9 +249,4 @@ func canonical(raw json.RawMessage) []byte {
 		return raw
 	}
 	return b
-}
-
-func cloneAuthorization(a nfs.Authorization) nfs.Authorization {
-	a.Tags = maps.Clone(a.Tags)
-	return a
 }

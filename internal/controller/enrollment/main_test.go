@@ -19,7 +19,7 @@ import (
 // simulatorBin is the real simulator provider, built once by TestMain.
 var simulatorBin string
 
-// TestMain builds the simulator the controller tests run against and checks
+// TestMain builds the simulator the tests decide against and checks
 // that no test leaves a goroutine behind.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "enrollment-test-bin-")
@@ -45,6 +45,14 @@ func TestMain(m *testing.M) {
 func startSimulator(t testing.TB) (*plugin.Client, string) {
 	t.Helper()
 	dir := t.TempDir()
+	return startSimulatorOn(t, dir), dir
+}
+
+// startSimulatorOn launches another simulator process on the store dir
+// (as a second alias of one provider would be); it is killed when the test
+// ends.
+func startSimulatorOn(t testing.TB, dir string) *plugin.Client {
+	t.Helper()
 	c, err := plugin.Start(context.Background(), plugin.ClientConfig{
 		Name: "simulator",
 		Path: simulatorBin,
@@ -54,7 +62,7 @@ func startSimulator(t testing.TB) (*plugin.Client, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Kill)
-	return c, dir
+	return c
 }
 
 // provision creates n compute instances as members of a group and returns

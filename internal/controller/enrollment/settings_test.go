@@ -34,8 +34,23 @@ func TestSettingChanges(t *testing.T) {
 	if got, want := SettingChanges(old, moved), []Setting{{Attribute: "target", Old: `simulator.nfs-auth "disk"`, New: `simulator "disk"`}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("a changed target: %+v, want %+v", got, want)
 	}
-	steps := Changes{Settings: want[:1]}.Steps()
-	if len(steps) != 1 || steps[0].String() != "update destroy_on_free (false -> true)" {
-		t.Fatalf("steps %+v", steps)
+	// All at once, in attribute order; a target is another type too.
+	moved.Target.Type = "nfs"
+	moved.DestroyOnFree = true
+	moved.SyncInterval = 0
+	got := SettingChanges(old, moved)
+	want = []Setting{
+		{Attribute: "target", Old: `simulator.nfs-auth "disk"`, New: `simulator "nfs"`},
+		{Attribute: "destroy_on_free", Old: "false", New: "true"},
+		{Attribute: "sync_interval", Old: "5s", New: time.Duration(config.DefaultSyncInterval).String()},
+	}
+	if time.Duration(config.DefaultSyncInterval) == 5*time.Second {
+		want = want[:2]
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("SettingChanges = %+v, want %+v", got, want)
+	}
+	if SettingChanges(nil, old) != nil || SettingChanges(old, nil) != nil {
+		t.Fatal("a new or removed enrollment has no settings to change")
 	}
 }

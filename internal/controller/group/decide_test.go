@@ -101,6 +101,15 @@ func TestDecideCattle(t *testing.T) {
 				mem("e", health(unknownH)),
 			},
 			Decision{Destroy: destroys(ReasonScaleDown, "d", "c"), Roll: ids("b")}},
+		// A roll interrupted between the create and the destroy needs no
+		// memory: the group is over its size, and the scale-down takes the
+		// pending replacement, or once it runs the out-of-date member.
+		{"an interrupted roll: the pending replacement goes first", cattle(1),
+			[]Member{mem("a", hash(old)), mem("n", state(pending), health(unknownH))},
+			Decision{Destroy: destroys(ReasonScaleDown, "n"), Roll: ids("a")}},
+		{"an interrupted roll: once the replacement runs the out of date member goes", cattle(1),
+			[]Member{mem("a", hash(old)), mem("n")},
+			Decision{Destroy: destroys(ReasonScaleDown, "a")}},
 		{"ties are broken by ID", cattle(1), []Member{mem("c"), mem("a"), mem("b")},
 			Decision{Destroy: destroys(ReasonScaleDown, "a", "b")}},
 		{"out of date members are rolled, not destroyed", cattle(3), []Member{mem("c", hash(old)), mem("a"), mem("b", hash(""))},

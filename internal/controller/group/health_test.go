@@ -2,8 +2,6 @@ package group
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,117 +11,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/tags"
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
-
-// scripted is an in-process flavor whose answers a test sets per member. It
-// records what it is asked. Without batch it does not implement
-// flavor.BatchHealthChecker (see plainScripted).
-type scripted struct {
-	mu       sync.Mutex
-	health   map[instance.ID]flavor.Health // missing: healthy
-	fail     map[instance.ID]bool          // Healthy / Drain fail for these
-	batchErr error                         // HealthyAll fails with it
-	short    bool                          // HealthyAll returns one health too few
-	batches  [][]instance.ID               // each HealthyAll's instances
-	singles  []instance.ID                 // each Healthy's instance
-	drained  []instance.ID
-}
-
-func (f *scripted) Validate(context.Context, json.RawMessage, flavor.Allocation) error { return nil }
-
-func (f *scripted) Prepare(_ context.Context, _ json.RawMessage, spec instance.Spec, _ flavor.Allocation, _ flavor.Index) (instance.Spec, error) {
-	return spec, nil
-}
-
-func (f *scripted) judge(id instance.ID) flavor.Health {
-	if h, ok := f.health[id]; ok {
-		return h
-	}
-	return flavor.HealthHealthy
-}
-
-func (f *scripted) Healthy(_ context.Context, _ json.RawMessage, inst instance.Description) (flavor.Health, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.singles = append(f.singles, inst.ID)
-	if f.fail[inst.ID] {
-		return flavor.HealthHealthy, fmt.Errorf("probe of %s failed", inst.ID)
-	}
-	return f.judge(inst.ID), nil
-}
-
-func (f *scripted) HealthyAll(_ context.Context, _ json.RawMessage, insts []instance.Description) ([]flavor.Health, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ids := make([]instance.ID, len(insts))
-	out := make([]flavor.Health, len(insts))
-	for i, d := range insts {
-		ids[i], out[i] = d.ID, f.judge(d.ID)
-	}
-	f.batches = append(f.batches, ids)
-	if f.batchErr != nil {
-		return nil, f.batchErr
-	}
-	if f.short && len(out) > 0 {
-		out = out[1:]
-	}
-	return out, nil
-}
-
-func (f *scripted) Drain(_ context.Context, _ json.RawMessage, inst instance.Description) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail[inst.ID] {
-		return fmt.Errorf("drain of %s failed", inst.ID)
-	}
-	f.drained = append(f.drained, inst.ID)
-	return nil
-}
-
-// plainScripted hides HealthyAll: a flavor.Plugin and nothing more.
-type plainScripted struct{ f *scripted }
-
-func (p plainScripted) Validate(ctx context.Context, props json.RawMessage, a flavor.Allocation) error {
-	return p.f.Validate(ctx, props, a)
-}
-
-func (p plainScripted) Prepare(ctx context.Context, props json.RawMessage, spec instance.Spec, a flavor.Allocation, i flavor.Index) (instance.Spec, error) {
-	return p.f.Prepare(ctx, props, spec, a, i)
-}
-
-func (p plainScripted) Healthy(ctx context.Context, props json.RawMessage, inst instance.Description) (flavor.Health, error) {
-	return p.f.Healthy(ctx, props, inst)
-}
-
-func (p plainScripted) Drain(ctx context.Context, props json.RawMessage, inst instance.Description) error {
-	return p.f.Drain(ctx, props, inst)
-}
-
-// withFlavors is a controller of g on the simulator s whose flavors are
-// the simulator's own flavor (health from the instance files, asked in
-// batches over gRPC) followed by extra.
-func withFlavors(t *testing.T, s *sim, g *config.Group, opts Options, r *recorder, extra ...flavor.Plugin) *Controller {
-	t.Helper()
-	g.Flavors = g.Flavors[:1]
-	plugins := Plugins{Instance: s.client.Instance(g.Instance.Type), Flavors: []Flavor{{Plugin: s.client.Flavor("simulator"), Properties: g.Flavors[0].Properties}}}
-	for range extra {
-		g.Flavors = append(g.Flavors, config.Plugin{Provider: "test", Type: "scripted"})
-	}
-	for _, f := range extra {
-		plugins.Flavors = append(plugins.Flavors, Flavor{Plugin: f, Properties: json.RawMessage(`{}`)})
-	}
-	opts.Stack = "teststack"
-	if r != nil {
-		opts.Record, opts.Progress = r.record, r.progress
-	}
-	c, err := New(g, plugins, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 func healthByID(members []Member) map[instance.ID]flavor.Health {
 	out := map[instance.ID]flavor.Health{}
@@ -133,29 +24,110 @@ func healthByID(members []Member) map[instance.ID]flavor.Health {
 	return out
 }
 
-// Health costs one batch per flavor per observation, and the flavors
-// combine as they always did: unhealthy as soon as one says so (later
-// flavors are not asked about that member), healthy only when all say so,
-// unknown otherwise.
-func TestHealthOneBatchPerFlavor(t *testing.T) {
+// Observe with health asks the simulator's flavor, which reads the
+// instance files; without health every member is unknown. A terminating
+// member is not asked about.
+func TestObserveHealth(t *testing.T) {
 	s := newSim(t)
-	second := &scripted{}
-	g := cattleGroup("web", 6, `{}`)
-	c := withFlavors(t, s, g, Options{}, nil, second)
+	p := newProbe("simulator", s.client.Flavor("simulator"), nil)
+	c := newInstances(t, s, cattleGroup("web", 4, `{}`), Options{}, p)
 	ctx := ctxT(t)
-	if _, err := c.Converge(ctx); err != nil {
+	ids := provision(t, c, 4)
+	s.setField(t, ids[0], "health", "unhealthy")
+	s.setField(t, ids[1], "health", "unknown")
+	s.setField(t, ids[3], "state", "terminating")
+
+	descs, members, err := c.ObserveDescriptions(ctx, true)
+	if err != nil {
 		t.Fatal(err)
 	}
-	ids := liveIDs(t, c)
+	for i := range members {
+		if descs[i].ID != members[i].ID || descs[i].Tags[tags.Group] != "web" {
+			t.Fatalf("descs[%d] = %+v does not describe members[%d] = %+v", i, descs[i], i, members[i])
+		}
+	}
+	want := map[instance.ID]flavor.Health{ids[0]: flavor.HealthUnhealthy, ids[1]: flavor.HealthUnknown, ids[2]: flavor.HealthHealthy, ids[3]: flavor.HealthUnknown}
+	if got := healthByID(members); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("health = %v, want %v", got, want)
+	}
+	if len(p.batches) != 1 || slices.Contains(p.batches[0], ids[3]) || len(p.batches[0]) != 3 {
+		t.Fatalf("the flavor was asked %v, want one batch without the terminating %s", p.batches, ids[3])
+	}
+	p.reset()
+	members, err = c.Observe(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if m.Health != flavor.HealthUnknown {
+			t.Errorf("without health %s is %s, want unknown", m.ID, m.Health)
+		}
+	}
+	if b, n := p.counts(); b+n != 0 {
+		t.Fatalf("Observe without health asked the flavor %d times", b+n)
+	}
+	// Health judges what the caller listed, the same way.
+	if got := c.Health(ctx, descs); fmt.Sprint(got) != fmt.Sprint(map[instance.ID]flavor.Health{
+		ids[0]: flavor.HealthUnhealthy, ids[1]: flavor.HealthUnknown, ids[2]: flavor.HealthHealthy}) {
+		t.Fatalf("Health = %v", got)
+	}
+}
+
+// ObserveFrom judges descriptions the caller listed for several groups at
+// once (one DescribeInstances by stack), and remembers them for drains.
+func TestObserveFrom(t *testing.T) {
+	s := newSim(t)
+	p := newProbe("simulator", s.client.Flavor("simulator"), nil)
+	web := newInstances(t, s, cattleGroup("web", 2, `{}`), Options{}, p)
+	db := newInstances(t, s, cattleGroup("db", 1, `{}`), Options{})
+	ctx := ctxT(t)
+	ids := provision(t, web, 2)
+	provision(t, db, 1)
+	s.setField(t, ids[1], "health", "unhealthy")
+	all, err := s.client.Instance("compute").DescribeInstances(ctx, map[string]string{tags.Stack: "teststack"}, false)
+	if err != nil || len(all) != 3 {
+		t.Fatalf("listing by stack: %d, %v", len(all), err)
+	}
+	var mine []instance.Description
+	for _, d := range all {
+		if d.Tags[tags.Group] == "web" {
+			mine = append(mine, d)
+		}
+	}
+	got := healthByID(web.ObserveFrom(ctx, mine, true))
+	if want := map[instance.ID]flavor.Health{ids[0]: flavor.HealthHealthy, ids[1]: flavor.HealthUnhealthy}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("ObserveFrom health %v, want %v", got, want)
+	}
+	if err := web.Drain(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if d := p.drained; len(d) != 1 || d[0].Tags[tags.Group] != "web" || d[0].Address == "" {
+		t.Fatalf("drained %+v, want the description ObserveFrom was given", d)
+	}
+}
+
+// Health costs one batch per flavor per observation, and the flavors
+// combine: unhealthy as soon as one says so (later flavors are not asked
+// about that member), healthy only when all say so, unknown otherwise.
+// Both flavors are simulator processes: the second, on a store of its
+// own, judges by the files written there.
+func TestHealthOneBatchPerFlavor(t *testing.T) {
+	s := newSim(t)
+	judge := newSim(t)
+	first := newProbe("first", s.client.Flavor("simulator"), nil)
+	second := newProbe("second", judge.client.Flavor("simulator"), nil)
+	g := cattleGroup("web", 6, `{}`)
+	g.Flavors = append(g.Flavors, config.Plugin{Provider: "judge", Type: "simulator"})
+	c := newInstances(t, s, g, Options{}, first, second)
+	ctx := ctxT(t)
+	ids := provision(t, c, 6)
 	slices.Sort(ids)
-	s.setField(t, ids[0], "health", "unhealthy") // first flavor: unhealthy
+	s.setField(t, ids[0], "health", "unhealthy") // first: unhealthy (second is not asked)
 	s.setField(t, ids[1], "health", "unknown")   // first: unknown, second: healthy
 	s.setField(t, ids[2], "health", "unknown")   // first: unknown, second: unhealthy
-	second.health = map[instance.ID]flavor.Health{
-		ids[0]: flavor.HealthHealthy, ids[2]: flavor.HealthUnhealthy,
-		ids[3]: flavor.HealthUnhealthy, ids[4]: flavor.HealthUnknown,
+	for i, h := range []string{"healthy", "healthy", "unhealthy", "unhealthy", "unknown", "healthy"} {
+		judge.judge(t, ids[i], h)
 	}
-	second.batches = nil
 
 	members, err := c.Observe(ctx, true)
 	if err != nil {
@@ -168,50 +140,54 @@ func TestHealthOneBatchPerFlavor(t *testing.T) {
 	if got := healthByID(members); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("health %v, want %v", got, want)
 	}
-	if len(second.batches) != 1 || len(second.singles) != 0 {
-		t.Fatalf("second flavor asked %d batches and %d single calls, want one batch", len(second.batches), len(second.singles))
+	for _, p := range []*probe{first, second} {
+		if b, n := p.counts(); b != 1 || n != 0 {
+			t.Fatalf("%s flavor asked %d batches and %d single calls, want one batch", p.name, b, n)
+		}
 	}
-	asked := slices.Clone(second.batches[0])
-	slices.Sort(asked)
-	if !slices.Equal(asked, ids[1:]) {
+	if asked := slices.Sorted(slices.Values(first.batches[0])); !slices.Equal(asked, ids) {
+		t.Fatalf("first flavor asked about %v, want every member", asked)
+	}
+	if asked := slices.Sorted(slices.Values(second.batches[0])); !slices.Equal(asked, ids[1:]) {
 		t.Fatalf("second flavor asked about %v, want every member but %s (unhealthy already)", asked, ids[0])
 	}
 }
 
-// A flavor without HealthyAll (in process) is asked one member at a time,
-// with bounded parallelism; a call that fails makes that member unknown.
+// A flavor without HealthyAll is asked one member at a time, with bounded
+// parallelism; a call that fails makes that member unknown, and is logged.
 func TestHealthFlavorWithoutBatch(t *testing.T) {
 	s := newSim(t)
-	f := &scripted{}
-	g := cattleGroup("web", 5, `{}`)
+	judge := newSim(t)
+	p := newProbe("judge", judge.client.Flavor("simulator"), nil)
 	logs := &strings.Builder{}
 	var mu sync.Mutex
 	logger := hclog.New(&hclog.LoggerOptions{Output: lockedWriter{&mu, logs}})
-	c := withFlavors(t, s, g, Options{Parallelism: 2, Logger: logger}, nil, plainScripted{f})
+	c := newInstances(t, s, cattleGroup("web", 5, `{}`), Options{Parallelism: 2, Logger: logger}, unbatched{p})
 	ctx := ctxT(t)
-	if _, err := c.Converge(ctx); err != nil {
-		t.Fatal(err)
+	ids := provision(t, c, 5)
+	for i, h := range []string{"healthy", "corrupt", "unhealthy", "healthy", "unknown"} {
+		judge.judge(t, ids[i], h)
 	}
-	ids := liveIDs(t, c)
-	f.mu.Lock()
-	f.singles = nil
-	f.fail = map[instance.ID]bool{ids[1]: true}
-	f.health = map[instance.ID]flavor.Health{ids[2]: flavor.HealthUnhealthy}
-	f.mu.Unlock()
 	members, err := c.Observe(ctx, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := healthByID(members)
-	if got[ids[1]] != flavor.HealthUnknown || got[ids[2]] != flavor.HealthUnhealthy || got[ids[0]] != flavor.HealthHealthy {
-		t.Fatalf("health %v", got)
+	want := map[instance.ID]flavor.Health{
+		ids[0]: flavor.HealthHealthy, ids[1]: flavor.HealthUnknown, ids[2]: flavor.HealthUnhealthy,
+		ids[3]: flavor.HealthHealthy, ids[4]: flavor.HealthUnknown,
 	}
-	if len(f.singles) != 5 || len(f.batches) != 0 {
-		t.Fatalf("%d Healthy calls, %d batches; want 5 calls", len(f.singles), len(f.batches))
+	if got := healthByID(members); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("health %v, want %v", got, want)
+	}
+	if b, n := p.counts(); b != 0 || n != 5 {
+		t.Fatalf("%d batches, %d Healthy calls; want 5 calls", b, n)
+	}
+	if p.peak > 2 {
+		t.Fatalf("%d Healthy calls in flight, want at most Parallelism 2", p.peak)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !strings.Contains(logs.String(), "probe of "+string(ids[1])+" failed") {
+	if !strings.Contains(logs.String(), "health check failed") || !strings.Contains(logs.String(), string(ids[1])) {
 		t.Fatalf("the failed check is not logged:\n%s", logs.String())
 	}
 }
@@ -227,35 +203,36 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// A batch that fails, or answers for the wrong number of members, makes
-// every member it was about unknown; one that declines (ErrUnsupported)
-// is asked member by member instead.
+// A batch that fails (its provider died), or answers for the wrong number
+// of members, makes every member it was about unknown and is not retried
+// member by member; one that declines (ErrUnsupported) is asked member by
+// member instead. Once the context is done nothing is asked.
 func TestHealthBatchFailures(t *testing.T) {
 	s := newSim(t)
-	f := &scripted{}
-	g := cattleGroup("web", 3, `{}`)
-	c := withFlavors(t, s, g, Options{}, nil, f)
+	dead := newSim(t)
+	dead.client.Kill()
+	live := newProbe("live", s.client.Flavor("simulator"), nil)
+	gone := newProbe("dead", dead.client.Flavor("simulator"), nil)
+	c := newInstances(t, s, cattleGroup("web", 3, `{}`), Options{}, live)
+	cDead := newInstances(t, s, cattleGroup("web", 3, `{}`), Options{}, gone)
 	ctx := ctxT(t)
-	if _, err := c.Converge(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ids := liveIDs(t, c)
+	ids := provision(t, c, 3)
 	for _, tc := range []struct {
 		name    string
-		set     func()
+		c       *Instances
+		p       *probe
+		set     func(*probe)
 		want    flavor.Health
 		singles int
 	}{
-		{"fails", func() { f.batchErr = errors.New("provider unavailable") }, flavor.HealthUnknown, 0},
-		{"short", func() { f.short = true }, flavor.HealthUnknown, 0},
-		{"declines", func() { f.batchErr = fmt.Errorf("not now: %w", errors.ErrUnsupported) }, flavor.HealthHealthy, 3},
+		{"provider dead", cDead, gone, func(*probe) {}, flavor.HealthUnknown, 0},
+		{"short", c, live, func(p *probe) { p.short = true }, flavor.HealthUnknown, 0},
+		{"declines", c, live, func(p *probe) { p.decline = true }, flavor.HealthHealthy, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f.mu.Lock()
-			f.batchErr, f.short, f.singles, f.batches = nil, false, nil, nil
-			tc.set()
-			f.mu.Unlock()
-			members, err := c.Observe(ctx, true)
+			tc.p.reset()
+			tc.set(tc.p)
+			members, err := tc.c.Observe(ctx, true)
 			if err != nil {
 				t.Fatalf("Observe: %v; a health failure must not fail it", err)
 			}
@@ -264,15 +241,13 @@ func TestHealthBatchFailures(t *testing.T) {
 					t.Errorf("%s: %s, want %s", id, h, tc.want)
 				}
 			}
-			if len(f.batches) != 1 || len(f.singles) != tc.singles {
-				t.Errorf("%d batches, %d single calls; want 1 and %d", len(f.batches), len(f.singles), tc.singles)
+			if b, n := tc.p.counts(); b != 1 || n != tc.singles {
+				t.Errorf("%d batches, %d single calls; want 1 and %d", b, n, tc.singles)
 			}
 		})
 	}
-	// Once the context is done nothing is asked and no member is judged.
-	f.mu.Lock()
-	f.batchErr, f.short, f.batches = nil, false, nil
-	f.mu.Unlock()
+
+	live.reset()
 	descs, _, err := c.ObserveDescriptions(ctx, false)
 	if err != nil {
 		t.Fatal(err)
@@ -284,65 +259,10 @@ func TestHealthBatchFailures(t *testing.T) {
 			t.Errorf("%s judged %s after the context ended", m.ID, m.Health)
 		}
 	}
-	if len(f.batches) != 0 {
-		t.Errorf("%d batches asked after the context ended", len(f.batches))
+	if got := c.Health(done, descs); len(got) != 0 {
+		t.Errorf("Health after the context ended = %v, want no member judged", got)
 	}
-}
-
-// failingDestroy fails Destroy for one instance.
-type failingDestroy struct {
-	instance.Plugin
-	id instance.ID
-}
-
-func (p failingDestroy) Destroy(ctx context.Context, id instance.ID, reason instance.DestroyReason) error {
-	if id == p.id {
-		return errors.New("cloud says no")
-	}
-	return p.Plugin.Destroy(ctx, id, reason)
-}
-
-// A destroy's event says whether the member was drained: a failed drain
-// leaves it alone (no destroy, not drained); a destroy that fails after the
-// drain still reports the drain.
-func TestDestroyEventsSayDrained(t *testing.T) {
-	s := newSim(t)
-	f := &scripted{}
-	r := &recorder{}
-	g := cattleGroup("web", 4, `{}`)
-	c := withFlavors(t, s, g, Options{}, r, f)
-	ctx := ctxT(t)
-	if _, err := c.Converge(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ids := liveIDs(t, c)
-	slices.Sort(ids)
-	f.fail = map[instance.ID]bool{ids[1]: true}
-	c.plugins.Instance = failingDestroy{Plugin: c.plugins.Instance, id: ids[2]}
-	if _, err := c.Observe(ctx, false); err != nil { // the descriptions destroys drain with
-		t.Fatal(err)
-	}
-	r.events = nil
-	dec := Decision{Destroy: []Destroy{
-		{ID: ids[0], Reason: ReasonUnhealthy}, {ID: ids[1], Reason: ReasonUnhealthy}, {ID: ids[2], Reason: ReasonScaleDown},
-	}}
-	res, err := c.Execute(ctx, dec)
-	if err != nil || res.Destroyed != 1 || len(res.Failed) != 2 {
-		t.Fatalf("Execute = %+v, %v; want 1 destroyed, 2 failed", res, err)
-	}
-	got := map[instance.ID]string{}
-	for _, ev := range r.events {
-		got[ev.ID] = fmt.Sprintf("%s drained=%v", ev.Action, ev.Drained)
-	}
-	want := map[instance.ID]string{
-		ids[0]: "destroy drained=true",
-		ids[1]: "error drained=false",
-		ids[2]: "error drained=true",
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("events %v, want %v", got, want)
-	}
-	if slices.Contains(f.drained, ids[1]) || !slices.Contains(f.drained, ids[0]) || !slices.Contains(f.drained, ids[2]) {
-		t.Fatalf("drained %v", f.drained)
+	if b, n := live.counts(); b+n != 0 {
+		t.Errorf("%d batches and %d calls asked after the context ended", b, n)
 	}
 }

@@ -381,3 +381,121 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// genSettled draws a small group with exactly the live members it wants,
+// cattle or pets, of random health, state and outdatedness, with a random
+// update policy; terminating members and repeated entries may be listed
+// too. Decide has nothing to create or destroy for it, so it is a group as
+// a roll starts (see RollSchedule).
+func genSettled(t *rapid.T) (Desired, []Member) {
+	d := Desired{
+		ConfigHash:     rapid.SampledFrom([]string{cur, cur, cur, ""}).Draw(t, "hash"),
+		MaxParallel:    rapid.IntRange(0, 4).Draw(t, "max_parallel"),
+		MaxUnavailable: rapid.IntRange(0, 4).Draw(t, "max_unavailable"),
+	}
+	isPets := rapid.Bool().Draw(t, "pets")
+	n := rapid.IntRange(0, len(petPool)).Draw(t, "n")
+	nums := rapid.SliceOfNDistinct(rapid.IntRange(0, 30), n, n, rapid.ID[int]).Draw(t, "ids")
+	var members []Member
+	anyFailed := false
+	for i, num := range nums {
+		m := Member{
+			ID:         instance.ID(fmt.Sprintf("i%02d", num)),
+			ConfigHash: rapid.SampledFrom([]string{cur, old, old, ""}).Draw(t, "config_hash"),
+			State:      rapid.SampledFrom([]instance.State{pending, running, running, running}).Draw(t, "state"),
+			Health:     rapid.SampledFrom([]flavor.Health{healthyH, healthyH, unhealthyH, unknownH}).Draw(t, "health"),
+		}
+		if isPets {
+			m.LogicalID = petPool[i]
+			d.LogicalIDs = append(d.LogicalIDs, m.LogicalID)
+		}
+		anyFailed = anyFailed || failed(m)
+		members = append(members, m)
+	}
+	if isPets {
+		// Declared in any order, a logical ID perhaps twice.
+		d.LogicalIDs = rapid.Permutation(d.LogicalIDs).Draw(t, "logical_ids")
+		if len(d.LogicalIDs) > 0 && rapid.Bool().Draw(t, "declared_twice") {
+			d.LogicalIDs = append(d.LogicalIDs, d.LogicalIDs[0])
+		}
+	} else {
+		d.Size = &n
+	}
+	// replace_unhealthy would replace a failed member instead of settling.
+	d.ReplaceUnhealthy = !anyFailed && rapid.Bool().Draw(t, "replace_unhealthy")
+	for i := range rapid.IntRange(0, 2).Draw(t, "terminating") {
+		members = append(members, Member{
+			ID:         instance.ID(fmt.Sprintf("t%02d", i)),
+			LogicalID:  rapid.SampledFrom(append([]string{""}, petPool...)).Draw(t, "terminating.logical_id"),
+			ConfigHash: old, State: terminating, Health: unhealthyH,
+		})
+	}
+	if len(members) > 0 && rapid.Bool().Draw(t, "listed_twice") {
+		members = append(members, members[rapid.IntRange(0, len(members)-1).Draw(t, "twice")])
+	}
+	return d, rapid.Permutation(members).Draw(t, "order")
+}
+
+// RollSchedule is the roll NextRollBatch paces, pass after pass, when each
+// batch's replacements come up healthy and current and the members they
+// replace leave: the same batches, in order, and when the roll stops
+// early the same reason to wait.
+func TestPropertyRollScheduleIsNextRollBatchIterated(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		d, members := genSettled(t)
+		if dec := Decide(d, members); !dec.Settled() {
+			t.Fatalf("generated group is not settled: %+v", dec)
+		}
+		var want [][]instance.ID
+		wantWait := ""
+		w := &world{}
+		ms := members
+		for pass := 0; ; pass++ {
+			if pass > len(members)+1 {
+				t.Fatalf("NextRollBatch did not finish in %d passes: %v", pass, want)
+			}
+			batch, st := NextRollBatch(d, ms)
+			if len(batch) == 0 {
+				wantWait = st.Wait
+				if st.Outdated == 0 && st.Wait != "" {
+					t.Fatalf("nothing out of date, yet waits: %q", st.Wait)
+				}
+				break
+			}
+			want = append(want, batch)
+			ms = w.replace(d, ms, batch)
+		}
+		got, wait := RollSchedule(d, members)
+		if !reflect.DeepEqual(got, want) || wait != wantWait {
+			t.Fatalf("RollSchedule = %v, %q\nNextRollBatch iterated = %v, %q\ndesired %+v\nmembers %+v", got, wait, want, wantWait, d, members)
+		}
+		for i, b := range got {
+			if len(b) == 0 {
+				t.Fatalf("batch %d of %v is empty", i, got)
+			}
+		}
+	})
+}
+
+// replace is a batch done: each replaced member has left (every entry of
+// it) and its replacement (the same pet) runs, healthy and current.
+func (w *world) replace(d Desired, members []Member, batch []instance.ID) []Member {
+	replaced := map[instance.ID]bool{}
+	for _, id := range batch {
+		replaced[id] = true
+	}
+	var out []Member
+	for _, m := range members {
+		if !replaced[m.ID] {
+			out = append(out, m)
+		}
+	}
+	for _, m := range Live(members) {
+		if replaced[m.ID] {
+			n := w.create(d, m.LogicalID)
+			n.State, n.Health = running, healthyH
+			out = append(out, n)
+		}
+	}
+	return out
+}

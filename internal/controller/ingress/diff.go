@@ -27,7 +27,7 @@ func Diff(desired DesiredLB, observedRoutes []loadbalancer.Route, observedBacken
 		ch.BackendsHeld = true
 		return ch
 	}
-	diffBackends(&ch, Backends(desired.Groups, members), observedBackends)
+	diffBackends(&ch, Backends(desired.Groups, members), Kept(desired.Groups, members), observedBackends)
 	return ch
 }
 
@@ -72,9 +72,11 @@ func SameRoute(a, b loadbalancer.Route) bool {
 		a.Certificate == b.Certificate
 }
 
-// Backends are the backends the members of groups should be: one per live
-// (pending or running) member with an ID, carrying its address, in the order
-// of groups and members; the first of two entries with the same ID wins.
+// Backends are the backends the members of groups should have: one per
+// running member with an ID, carrying its address, in the order of groups
+// and members; the first of two entries with the same ID wins. A pending
+// member gets its backend once it runs (its address may not be known
+// before), and keeps one it has meanwhile (Kept).
 func Backends(groups []string, members map[string][]group.Member) []loadbalancer.Backend {
 	n := 0
 	for _, g := range groups {
@@ -84,7 +86,7 @@ func Backends(groups []string, members map[string][]group.Member) []loadbalancer
 	seen := make(map[instance.ID]bool, n)
 	for _, g := range groups {
 		for _, m := range members[g] {
-			if m.ID == "" || m.State == instance.StateTerminating || seen[m.ID] {
+			if m.ID == "" || !Serves(m) || seen[m.ID] {
 				continue
 			}
 			seen[m.ID] = true
@@ -94,16 +96,37 @@ func Backends(groups []string, members map[string][]group.Member) []loadbalancer
 	return out
 }
 
-func diffBackends(ch *Changes, desired, observed []loadbalancer.Backend) {
+// Serves reports whether member m is to be a backend now: it runs (a
+// provider that reports no state is taken as running).
+func Serves(m group.Member) bool {
+	return m.State == instance.StateRunning || m.State == ""
+}
+
+// Keeps reports whether a backend of member m stays registered: m is live
+// (pending or running), not terminating.
+func Keeps(m group.Member) bool { return m.State != instance.StateTerminating }
+
+// Kept are the IDs of the members of groups whose backends stay (Keeps).
+func Kept(groups []string, members map[string][]group.Member) map[instance.ID]bool {
+	out := map[instance.ID]bool{}
+	for _, g := range groups {
+		for _, m := range members[g] {
+			if m.ID != "" && Keeps(m) {
+				out[m.ID] = true
+			}
+		}
+	}
+	return out
+}
+
+func diffBackends(ch *Changes, desired []loadbalancer.Backend, keep map[instance.ID]bool, observed []loadbalancer.Backend) {
 	seen := make(map[instance.ID]loadbalancer.Backend, len(observed))
 	for _, b := range observed {
 		if _, dup := seen[b.ID]; !dup {
 			seen[b.ID] = b
 		}
 	}
-	wanted := make(map[instance.ID]bool, len(desired))
 	for _, b := range desired {
-		wanted[b.ID] = true
 		old, ok := seen[b.ID]
 		switch {
 		case !ok:
@@ -113,7 +136,7 @@ func diffBackends(ch *Changes, desired, observed []loadbalancer.Backend) {
 		}
 	}
 	for id, b := range seen {
-		if !wanted[id] {
+		if !keep[id] {
 			ch.Deregister = append(ch.Deregister, b)
 		}
 	}

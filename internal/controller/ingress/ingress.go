@@ -2,12 +2,12 @@
 // load balancer a rule names publishes exactly the rules' routes and has
 // exactly the members of the rules' groups as its backends.
 //
-// As with groups, deciding and acting are apart. Diff is a pure function of
-// one load balancer's desired state (DesiredLB), what the load balancer lists
+// The package decides and acts on nothing. Diff is a pure function of one
+// load balancer's desired state (DesiredLB), what the load balancer lists
 // (its routes and backends) and the groups' members; it returns Changes, a
-// value that can be printed, planned and tested without a provider. The
-// Controller observes through the load balancer SPI, calls Diff and carries
-// the changes out.
+// value that can be printed and tested without a provider. Package plan
+// turns decisions into steps, and package execute carries them out through
+// the load balancer SPI.
 //
 // Decisions this package makes, which users see:
 //
@@ -22,13 +22,15 @@
 //     port, backend protocol or certificate differs is republished: unpublished
 //     and published again. Protocols compare case-insensitively, as load
 //     balancers tend to normalise them.
-//   - Backends are the group members that are pending or running (not
-//     terminating): a pending member is registered at once, so the load
-//     balancer's own health check, not a later pass, decides when it gets
-//     traffic. Each backend carries the member's address; it may be empty, for
-//     load balancers that take instance IDs. A member whose address changed is
-//     deregistered and registered again with the new one.
-//   - What an ingress lets go of is torn down (Teardown, Release): a load
+//   - Backends are the group members that run (Serves): a pending member is
+//     registered once it runs, when its address is known, and a backend it
+//     has meanwhile is kept (Keeps: only a terminating or gone member loses
+//     its backend). Each backend carries the member's address; it may be
+//     empty, for load balancers that take instance IDs. A member whose
+//     address changed is deregistered and registered again with the new
+//     one. Plans take these decisions from Diff for the members that stay
+//     and add the members they make, and the order (package plan).
+//   - What an ingress lets go of is torn down (Teardown): a load
 //     balancer it no longer names (Released), or every one when it leaves
 //     the stack, has its routes unpublished and its backends deregistered,
 //     except what the rules still naming it (another ingress's: Wanted)
@@ -36,18 +38,14 @@
 //   - If the membership of any group could not be read, no backend is
 //     registered or deregistered on that pass (an unknown membership must never
 //     empty a load balancer); routes are still synced.
-//   - Deregister takes given members of one group out of the load balancers
-//     that route to it, and nothing else: watch calls it for members a pass
-//     sees leave (gone, terminating, or about to be destroyed) while the pass
-//     creates their replacements, which the sync after the pass registers.
-//     It needs no membership: the caller has just listed the group, and the
-//     members it names are of that group and not live.
+//   - Registered picks, of what a load balancer lists, the backends of
+//     given members: what deregistering members that leave takes off it,
+//     with the addresses it holds for them.
 //   - The health check probes the first declared route's backend port with
 //     DefaultHealthCheck's thresholds (every 2 s, 1 s timeout, 2 to rise, 2
 //     to fall). The SPI cannot read a health check back, so Diff asks for it
-//     whenever routes change, and the Controller also configures it on its
-//     first sync of each load balancer (and again only when the wanted check
-//     changes). A plan therefore shows it only with route changes.
+//     whenever routes change (a plan may also configure it on a load
+//     balancer whose routes did not change: see plan.Scope.Configure).
 package ingress
 
 import (
@@ -55,7 +53,6 @@ import (
 	"time"
 
 	"github.com/infrakit/infrakit/internal/config"
-	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
 )
 
@@ -170,9 +167,8 @@ func Released(stored, desired *config.Ingress, moved func(lb string) bool) []str
 	return out
 }
 
-// Changes is what one load balancer needs (from Diff) or what was done to it
-// (from the Controller's acting methods). Lists are sorted: routes by lb
-// port, backends by ID. Its JSON shape is MarshalJSON's.
+// Changes is what one load balancer needs (from Diff or Teardown). Lists
+// are sorted: routes by lb port, backends by ID.
 type Changes struct {
 	LoadBalancer string
 	// Publish are routes to add.
@@ -208,7 +204,7 @@ type BackendChange struct {
 	New loadbalancer.Backend `json:"new"`
 }
 
-// Empty reports whether there is nothing to do (or nothing was done).
+// Empty reports whether there is nothing to do.
 func (c Changes) Empty() bool {
 	return len(c.Publish) == 0 && len(c.Republish) == 0 && len(c.Unpublish) == 0 &&
 		c.HealthCheck == nil && len(c.Register) == 0 && len(c.Readdress) == 0 && len(c.Deregister) == 0
@@ -217,12 +213,4 @@ func (c Changes) Empty() bool {
 // RoutesChanged reports whether any route is published, republished or unpublished.
 func (c Changes) RoutesChanged() bool {
 	return len(c.Publish) > 0 || len(c.Republish) > 0 || len(c.Unpublish) > 0
-}
-
-func ids(bs []loadbalancer.Backend) []instance.ID {
-	out := make([]instance.ID, len(bs))
-	for i, b := range bs {
-		out[i] = b.ID
-	}
-	return out
 }

@@ -19,7 +19,7 @@ import (
 // simulatorBin is the real simulator provider, built once by TestMain.
 var simulatorBin string
 
-// TestMain builds the simulator the controller tests run against and checks
+// TestMain builds the simulator the tests decide against and checks
 // that no test leaves a goroutine behind.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "ingress-test-bin-")

@@ -16,7 +16,7 @@ import (
 
 // The properties drive Diff with random load balancers and memberships, and
 // apply its changes to a simulated load balancer that behaves as the SPI
-// says (routes keyed by lb port, backends keyed by ID), in the Controller's
+// says (routes keyed by lb port, backends keyed by ID), in a plan's
 // order.
 
 // simLB is a simulated load balancer.
@@ -47,7 +47,7 @@ func (s *simLB) listBackends() []loadbalancer.Backend {
 	return slices.SortedFunc(maps.Values(s.backends), func(a, b loadbalancer.Backend) int { return cmp.Compare(a.ID, b.ID) })
 }
 
-// apply carries out ch as Controller.act does.
+// apply carries out ch as the steps of a plan do.
 func (s *simLB) apply(ch Changes) {
 	for _, b := range ch.Readdress {
 		delete(s.backends, b.Old.ID)
@@ -169,12 +169,27 @@ func TestPropertyConverges(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		d, members := genDesired(t), genMembers(t)
 		lb := newSimLB(genObservedRoutes(t), genObservedBackends(t))
-		ch := Diff(d, lb.listRoutes(), lb.listBackends(), members, true)
+		before := lb.listBackends()
+		ch := Diff(d, lb.listRoutes(), before, members, true)
 		lb.apply(ch)
 		if got, want := lb.listRoutes(), wantRoutes(d); !sameRoutes(got, want) {
 			t.Fatalf("routes after apply %v, want %v", got, want)
 		}
-		want := newSimLB(nil, Backends(d.Groups, members)).listBackends()
+		// Running members are backends at their addresses; a pending
+		// member keeps the backend it had.
+		wantBackends := Backends(d.Groups, members)
+		serving := map[instance.ID]bool{}
+		for _, b := range wantBackends {
+			serving[b.ID] = true
+		}
+		kept := Kept(d.Groups, members)
+		for _, b := range before {
+			if kept[b.ID] && !serving[b.ID] {
+				wantBackends = append(wantBackends, b)
+				serving[b.ID] = true
+			}
+		}
+		want := newSimLB(nil, wantBackends).listBackends()
 		if got := lb.listBackends(); !slices.Equal(got, want) {
 			t.Fatalf("backends after apply %v, want %v", got, want)
 		}

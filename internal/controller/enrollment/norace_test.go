@@ -1,5 +1,0 @@
-//go:build !race
-
-package enrollment
-
-const raceEnabled = false

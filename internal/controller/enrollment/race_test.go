@@ -1,7 +1,0 @@
-//go:build race
-
-package enrollment
-
-// raceEnabled: the race detector slows provider calls several times over,
-// so timing budgets are not checked under it.
-const raceEnabled = true

@@ -1,5 +1,0 @@
-//go:build !race
-
-package ingress
-
-const raceEnabled = false
