@@ -161,7 +161,6 @@ func WantOf(g *config.Group) Want {
 	return w
 }
 
-
 // Empty reports whether there is nothing to do.
 func (c Changes) Empty() bool {
 	return len(c.Authorize) == 0 && len(c.Reauthorize) == 0 && len(c.Revoke) == 0
