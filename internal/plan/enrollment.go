@@ -38,11 +38,10 @@ type EnrollmentChange struct {
 
 // enrollmentSteps plans enrollment e of stack st: an authorization for
 // every running member of its source that stays, one for every member the
-// plan provisions once it runs, and the revocation of what is left (at
-// once, or for a member that leaves, before it is drained and after the
-// member replacing it is authorized). It fills in c.
+// plan provisions or awaits once it runs, and the revocation of what is
+// left (at once, or for a member that leaves, before it is drained and
+// after the member replacing it is authorized). It fills in c.
 func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world World, c *EnrollmentChange) {
-	object := Address(KindEnrollment, e.Name)
 	t := e.Target
 	obs, ok := world.Authorizers[TargetKey(t.Provider, t.Type)]
 	switch {
@@ -56,88 +55,111 @@ func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world 
 		c.Held = true
 		return
 	}
-	src := e.Source
-	render, err := renderer(e, world.Instances[src])
+	render, err := renderer(e, world.Instances[e.Source])
 	if err != nil {
 		c.Error = err.Error()
 		return
 	}
-	staying := b.staying(src, world.Members[src])
-	ch := enrollment.Diff(e.Name, staying, enrollment.WantOf(st.Group(src)), obs.Authorizations, render)
+	ep := &enrollmentPlan{b: b, e: e, object: Address(KindEnrollment, e.Name)}
+	staying := b.staying(e.Source, world.Members[e.Source])
+	ch := enrollment.Diff(e.Name, staying, enrollment.WantOf(st.Group(e.Source)), obs.Authorizations, render)
 	c.Failed = ch.Failed
-	step := func(kind StepKind) Step {
-		return Step{Kind: kind, Object: object, Provider: t.Provider, Enrollment: e.Name, TargetType: t.Type, Group: src}
-	}
-	authorize := func(a nfs.Authorization, after ...StepID) StepID {
-		s := step(StepAuthorize)
-		s.Instance, s.Authorization, s.After = a.SourceID, ptr(a), after
-		id := b.add(s)
-		b.authorized[authKey{where: e.Name, id: string(a.SourceID)}] = id
-		return id
-	}
-	revoke := func(r enrollment.Revocation, after ...StepID) StepID {
-		key := authKey{where: TargetKey(t.Provider, t.Type), id: r.Authorization.ID}
-		if id, done := b.revoked[key]; done {
-			b.after(id, after...)
-			return id
-		}
-		s := step(StepRevoke)
-		s.Instance, s.Authorization, s.Reason = enrollment.SourceOf(r.Authorization), ptr(r.Authorization), r.Reason
-		id := b.add(s)
-		b.after(id, after...) // drops the zeros: replacements authorized already
-		b.revoked[key] = id
-		return id
-	}
 	for _, a := range ch.Authorize {
-		authorize(a)
+		ep.authorize(a)
 	}
 	for _, r := range ch.Reauthorize {
-		made := authorize(r.New)
-		revoke(enrollment.Revocation{Authorization: r.Old, Reason: enrollment.ReasonReplaced}, made)
+		ep.revoke(enrollment.Revocation{Authorization: r.Old, Reason: enrollment.ReasonReplaced}, ep.authorize(r.New))
 	}
-	// A pending member that stays is authorized once it runs (rendered
-	// from how it is listed then), unless it has an authorization already.
+	ep.awaited(staying, obs.Authorizations)
+	fresh := ep.arrivals()
+	for _, r := range ch.Revoke {
+		source := enrollment.SourceOf(r.Authorization)
+		var after []StepID
+		if l := b.leaverOf(e.Source, source); l != nil && l.by != nil {
+			after = append(after, b.authorizedFor(e.Name, l.by)) // make before break
+		}
+		b.beforeDrain(e.Source, source, ep.revoke(r, after...))
+	}
+	c.Deferred = b.releaseHeld(e.Source, ch.Deferred, fresh, ep.revoke, e.Name)
+}
+
+// enrollmentPlan makes the steps of one enrollment.
+type enrollmentPlan struct {
+	b      *builder
+	e      *config.Enrollment
+	object string
+}
+
+func (ep *enrollmentPlan) step(kind StepKind) Step {
+	t := ep.e.Target
+	return Step{Kind: kind, Object: ep.object, Provider: t.Provider, Enrollment: ep.e.Name, TargetType: t.Type, Group: ep.e.Source}
+}
+
+// authorize makes authorization a (rendered by the plan), after after.
+func (ep *enrollmentPlan) authorize(a nfs.Authorization, after ...StepID) StepID {
+	s := ep.step(StepAuthorize)
+	s.Instance, s.Authorization, s.After = a.SourceID, ptr(a), after
+	id := ep.b.add(s)
+	ep.b.authorized[authKey{where: ep.e.Name, id: string(a.SourceID)}] = id
+	return id
+}
+
+// revoke revokes r once (a second ask adds its dependencies to the first).
+func (ep *enrollmentPlan) revoke(r enrollment.Revocation, after ...StepID) StepID {
+	t := ep.e.Target
+	key := authKey{where: TargetKey(t.Provider, t.Type), id: r.Authorization.ID}
+	if id, done := ep.b.revoked[key]; done {
+		ep.b.after(id, after...)
+		return id
+	}
+	s := ep.step(StepRevoke)
+	s.Instance, s.Authorization, s.Reason = enrollment.SourceOf(r.Authorization), ptr(r.Authorization), r.Reason
+	id := ep.b.add(s)
+	ep.b.after(id, after...) // drops the zeros: replacements authorized already
+	ep.b.revoked[key] = id
+	return id
+}
+
+// awaited authorizes each pending member that stays once it runs
+// (rendered from how it is listed then), unless it has an authorization
+// already.
+func (ep *enrollmentPlan) awaited(staying []group.Member, observed []nfs.Authorization) {
 	has := map[instance.ID]bool{}
-	for _, a := range obs.Authorizations {
-		if enrollment.Ours(e.Name, a) {
+	for _, a := range observed {
+		if enrollment.Ours(ep.e.Name, a) {
 			has[enrollment.SourceOf(a)] = true
 		}
 	}
 	for _, m := range staying {
-		if m.ID == "" || m.State != instance.StatePending || has[m.ID] {
+		key := authKey{where: ep.e.Name, id: string(m.ID)}
+		if _, done := ep.b.authorized[key]; m.ID == "" || m.State != instance.StatePending || has[m.ID] || done {
 			continue
 		}
-		if _, done := b.authorized[authKey{where: e.Name, id: string(m.ID)}]; done {
-			continue
-		}
-		await := b.awaitMember(src, m.ID)
-		s := step(StepAuthorize)
+		await := ep.b.awaitMember(ep.e.Source, m.ID)
+		s := ep.step(StepAuthorize)
 		s.Instance, s.Awaited, s.After = m.ID, await, []StepID{await}
-		b.authorized[authKey{where: e.Name, id: string(m.ID)}] = b.add(s)
+		ep.b.authorized[key] = ep.b.add(s)
 	}
-	// Arrivals are authorized once they run.
-	var fresh []*arrival // provisioned by the plan, not yet paired with a held authorization
-	for _, a := range b.arrivals[src] {
+}
+
+// arrivals authorizes the members the plan brings to the source group,
+// once they run, and returns those it provisions (which may release held
+// authorizations).
+func (ep *enrollmentPlan) arrivals() []*arrival {
+	var fresh []*arrival
+	for _, a := range ep.b.arrivals[ep.e.Source] {
 		if a.provision == 0 {
-			a.ready = append(a.ready, b.authorized[authKey{where: e.Name, id: string(a.id)}])
+			a.ready = append(a.ready, ep.b.authorized[authKey{where: ep.e.Name, id: string(a.id)}])
 			continue
 		}
-		s := step(StepAuthorize)
+		s := ep.step(StepAuthorize)
 		s.Made, s.Awaited, s.After = a.provision, a.await, []StepID{a.running()}
-		id := b.add(s)
-		b.authorized[authKey{where: e.Name, id: fmt.Sprintf("made:%d", a.provision)}] = id
+		id := ep.b.add(s)
+		ep.b.authorized[authKey{where: ep.e.Name, id: fmt.Sprintf("made:%d", a.provision)}] = id
 		a.ready = append(a.ready, id)
 		fresh = append(fresh, a)
 	}
-	for _, r := range ch.Revoke {
-		source := enrollment.SourceOf(r.Authorization)
-		var after []StepID
-		if l := b.leaverOf(src, source); l != nil && l.by != nil {
-			after = append(after, b.authorizedFor(e.Name, l.by)) // make before break
-		}
-		b.beforeDrain(src, source, revoke(r, after...))
-	}
-	c.Deferred = b.releaseHeld(src, ch.Deferred, fresh, revoke, e.Name)
+	return fresh
 }
 
 // releaseHeld decides on the authorizations Diff holds (of members that

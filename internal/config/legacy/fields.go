@@ -123,7 +123,7 @@ var (
 		{name: "Routes", to: "one route block per element"},
 		{name: "Vhost", ignored: "infrakit publishes the routes listed; there is no virtual-host matching of services"},
 		{name: "RouteSources", ignored: "routes are the ones listed in Routes; routes discovered from Docker Swarm services are not supported"},
-		{name: "HealthChecks", ignored: "load balancer health checks are not part of a stack yet; configure them at the load balancer"},
+		{name: "HealthChecks", ignored: "every load balancer of an ingress gets infrakit's own health check, on the first route's backend port (see the language reference); a check of its own is not configurable"},
 	}}
 	backendsSpec = objectSpec{name: "Backends", fields: []fieldSpec{
 		{name: "Groups", to: `groups = [group.NAME] from "STACK/NAME" (or "NAME")`},
