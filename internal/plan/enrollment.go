@@ -182,7 +182,10 @@ func (b *builder) releaseHeld(src string, held []nfs.Authorization, fresh []*arr
 	left := 0
 	for _, h := range held {
 		source := enrollment.SourceOf(h)
-		if l := b.leaverOf(src, source); l != nil {
+		if l := b.leaverOf(src, source); l != nil && l.destroy != 0 {
+			// The plan takes the member away: its authorization goes
+			// before it is drained. (One that left behind the plan's back,
+			// GroupWork.Gone, is held like any member that vanished.)
 			var after []StepID
 			if l.by != nil {
 				after = append(after, b.authorizedFor(name, l.by)) // make before break

@@ -184,6 +184,43 @@ func scopedGraphCases() []graphCase {
 					t.Errorf("Summary = %+v", p.Summary)
 				}
 			}},
+		{name: "a watch re-creating a vanished member: its backend goes at once, its authorization once the new one's is made",
+			setup: func(t *testing.T) (*config.Stack, *state.Document, World, Scope) {
+				g := cattleGroup("web", 2, "v1")
+				st := withEnrollment(withIngress(stackOf(g), "test.com", []string{"lb1"}, "web"), "nfs", "web")
+				ms := map[string][]group.Member{"web": running("w", 2, hashOf(t, g))}
+				w := converged(t, st, ms)
+				w.Members["web"] = w.Members["web"][:1] // w-1 vanished, still registered and authorized
+				work := GroupWork{Create: []group.Create{{}}, Gone: []instance.ID{"w-1"}}
+				return st, storedAs(st, ms), w, Scope{Groups: []string{"web"}, Work: map[string]GroupWork{"web": work}}
+			},
+			check: func(t *testing.T, p *Plan) {
+				gone := one(t, p.Steps, "deregistering w-1", kind(StepDeregister, "w-1"))
+				if len(gone.After) > 1 || len(gone.After) == 1 && p.Steps[gone.After[0]-1].Kind != StepRecord {
+					t.Errorf("a member gone is deregistered after %v", gone.After)
+				}
+				prov := one(t, p.Steps, "provisioning", kind(StepProvision))
+				revoke := one(t, p.Steps, "revoking w-1", kind(StepRevoke, "w-1"))
+				mustReach(t, p.Steps, revoke, one(t, p.Steps, "authorizing the new member", madeBy(StepAuthorize, prov.ID)))
+			}},
+		{name: "a watch seeing a member vanish it cannot replace yet: its authorization is held",
+			setup: func(t *testing.T) (*config.Stack, *state.Document, World, Scope) {
+				g := cattleGroup("web", 2, "v1")
+				st := withEnrollment(withIngress(stackOf(g), "test.com", []string{"lb1"}, "web"), "nfs", "web")
+				ms := map[string][]group.Member{"web": running("w", 2, hashOf(t, g))}
+				w := converged(t, st, ms)
+				w.Members["web"] = w.Members["web"][:1]
+				work := GroupWork{Gone: []instance.ID{"w-1"}} // the brake holds the replacement
+				return st, storedAs(st, ms), w, Scope{Groups: []string{"web"}, Work: map[string]GroupWork{"web": work}}
+			},
+			check: func(t *testing.T, p *Plan) {
+				if n := len(find(p.Steps, kind(StepRevoke))); n != 0 {
+					t.Errorf("%d revocations: the vanished member's authorization must be held:\n%s", n, dump(p.Steps))
+				}
+				if len(p.Enrollments) != 1 || p.Enrollments[0].Deferred != 1 {
+					t.Errorf("enrollments = %+v", p.Enrollments)
+				}
+			}},
 		{name: "a watch finishing a replacement already registered and authorized: no intent, no step waits for none",
 			setup: func(t *testing.T) (*config.Stack, *state.Document, World, Scope) {
 				g := cattleGroup("web", 2, "v1")

@@ -3,8 +3,6 @@ package watch
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -41,12 +39,18 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 		}
 		return nil, nil, err
 	}
-	s.announce(gs, spec, dn, log)
-	p, err := s.passPlan(ctx, spec, o, dn.work, log)
+	release, err := s.acting.hold(ctx, []string{gs.name})
 	if err != nil {
 		t.lease.release()
 		return nil, nil, err
 	}
+	p, w, err := s.passPlan(ctx, spec, o, dn.work, log)
+	if err != nil {
+		release()
+		t.lease.release()
+		return nil, nil, err
+	}
+	s.announce(gs, spec, w, log)
 	a := &actions{group: gs.name, provider: spec.cfg.Instance.Provider, log: log, rec: s.rec,
 		failed: func(method string, err error) { s.prov.failed(ctx, spec.cfg.Instance.Provider, method, err) }}
 	r := s.runner.Execute(ctx, p, spec.doc.Stack, discard{}, func(eo *execute.Options) {
@@ -63,6 +67,8 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 	now := time.Now()
 	s.track(gs, spec, p, r, now)
 	gs.tracker.Issued(now, created, destroyed)
+	s.acting.setDestroying(gs.name, destroyingOf(o, destroyed))
+	release()
 	final := applyActions(live, created, destroyed)
 	serial, werr := t.lease.record(gs.name, final)
 	t.lease.release()
@@ -77,15 +83,20 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 	return created, destroyed, errors.Join(r.Errors(), r.Err, werr)
 }
 
-// passPlan is the plan of a pass's work: the group's steps and its
-// followers' for its members, the load balancers and authorizers observed
-// now. When a follower cannot be observed, members are only added: none
-// is taken away while a load balancer may still route to it.
-func (s *service) passPlan(ctx context.Context, spec groupSpec, o observation, w plan.GroupWork, log hclog.Logger) (*plan.Plan, error) {
+// passPlan is the plan of a pass's work, and the work it plans: the
+// group's steps and its followers' for its members, the load balancers and
+// authorizers observed now. When a follower cannot be observed, members
+// are only added: none is taken away (destroyed, finished, or a pet
+// replaced, which destroys the old one first) while a load balancer may
+// still route to it or an authorization name it.
+func (s *service) passPlan(ctx context.Context, spec groupSpec, o observation, w plan.GroupWork, log hclog.Logger) (*plan.Plan, plan.GroupWork, error) {
 	name := spec.cfg.Name
 	scope := plan.Scope{Groups: []string{name}, Work: map[string]plan.GroupWork{name: w}}
 	world := plan.World{
-		Members:   map[string][]group.Member{name: o.members},
+		// The listing as the pass decided on it: a member this process
+		// destroyed and the provider still lists is terminating, and is
+		// not registered again.
+		Members:   map[string][]group.Member{name: listedOnly(o.adj.Members, o.members)},
 		Instances: map[string][]instance.Description{name: o.descs},
 		Failed:    map[string]error{},
 	}
@@ -94,7 +105,7 @@ func (s *service) passPlan(ctx context.Context, spec groupSpec, o observation, w
 		if needs.Groups[name].Properties {
 			descs, err := o.inst.Describe(ctx, true)
 			if err != nil {
-				return nil, err
+				return nil, w, err
 			}
 			world.Instances[name] = descs
 		}
@@ -103,15 +114,19 @@ func (s *service) passPlan(ctx context.Context, spec groupSpec, o observation, w
 	}
 	p, err := plan.Compute(spec.doc.Stack, spec.doc, world, scope)
 	if err != nil {
-		return nil, err
+		return nil, w, err
 	}
-	if unknown := p.Unknown(); len(unknown) > 0 && (len(w.Destroy) > 0 || len(w.Finish) > 0) {
+	pets := spec.cfg.Size == nil
+	if unknown := p.Unknown(); len(unknown) > 0 && (len(w.Destroy) > 0 || len(w.Finish) > 0 || pets && len(w.Replace) > 0) {
 		log.Warn("a follower of the group cannot be observed: no member is taken away this pass", "followers", strings.Join(unknown, "; "))
 		w.Destroy, w.Finish = nil, nil
+		if pets {
+			w.Replace = nil
+		}
 		scope.Work[name] = w
-		return plan.Compute(spec.doc.Stack, spec.doc, world, scope)
+		p, err = plan.Compute(spec.doc.Stack, spec.doc, world, scope)
 	}
-	return p, nil
+	return p, w, err
 }
 
 // discard is the recorder of a pass: the pass records the group's members
@@ -158,144 +173,4 @@ func (s *service) track(gs *groupState, spec groupSpec, p *plan.Plan, r *execute
 		}
 		gs.inflight = append(gs.inflight, rp)
 	}
-}
-
-// announce logs and records what a pass starts: the replacements of
-// unhealthy members, the vanished members it re-creates, a roll batch.
-func (s *service) announce(gs *groupState, spec groupSpec, dn decision, log hclog.Logger) {
-	for _, r := range dn.work.Replace {
-		if r.Reason == group.ReasonUnhealthy {
-			msg := fmt.Sprintf("unhealthy past the %s grace", time.Duration(spec.cfg.Health.Grace))
-			log.Info("replacing instance", "instance", r.Old, "reason", r.Reason)
-			s.rec.Replacement(gs.name, r.Old, group.ReasonUnhealthy, msg)
-		}
-	}
-	s.vanishedReplaced(gs, len(dn.work.Create), log)
-	if len(dn.batch) == 0 {
-		return
-	}
-	d := group.DesiredFromConfig(spec.cfg)
-	if !gs.rolling {
-		gs.rolling = true
-		msg := fmt.Sprintf("rolling update started: out-of-date instances are replaced %d at a time at most (max_parallel %d, max_unavailable %d)",
-			max(min(d.MaxParallel, d.MaxUnavailable), 1), max(d.MaxParallel, 1), max(d.MaxUnavailable, 1))
-		log.Info(msg)
-		s.rec.Event(status.Event{Kind: status.EventRollStarted, Group: gs.name, Message: msg})
-	}
-	for _, id := range dn.batch {
-		log.Info("replacing instance", "instance", id, "reason", group.ReasonRollingUpdate)
-		s.rec.Replacement(gs.name, id, group.ReasonRollingUpdate, "out of date: its configuration hash is not the group's")
-	}
-}
-
-// actions turns the executor's progress into log lines and events.
-type actions struct {
-	group    string
-	provider string
-	log      hclog.Logger
-	rec      *status.Recorder
-	failed   func(method string, err error)
-}
-
-func (a *actions) progress(ev execute.Event) {
-	s := ev.Step
-	if ev.Status == execute.StatusFailed {
-		a.log.Error("step failed", "step", s.Kind, "object", s.Object, "instance", ev.Instance, "error", ev.Err)
-		a.rec.Event(status.Event{Kind: status.EventError, Group: a.group, Instance: ev.Instance, Provider: s.Provider, Message: errText(ev.Err)})
-		switch s.Kind {
-		case plan.StepProvision:
-			a.failed("Provision", ev.Err)
-		case plan.StepDestroy:
-			a.failed("Destroy", ev.Err)
-		}
-		return
-	}
-	if ev.Status != execute.StatusDone {
-		return
-	}
-	switch s.Kind {
-	case plan.StepProvision:
-		a.log.Info("created instance", "instance", ev.Instance, "logical_id", s.LogicalID)
-		a.rec.Event(status.Event{Kind: status.EventCreated, Group: a.group, Instance: ev.Instance, Message: "provisioned"})
-	case plan.StepDrain:
-		// Scale-downs are left out: a large one would double its events
-		// and push the ones operators look for out of the event ring.
-		if s.Reason != string(group.ReasonScaleDown) {
-			a.rec.Event(status.Event{Kind: status.EventDrained, Group: a.group, Instance: s.Instance, Reason: s.Reason,
-				Message: "drained by every flavor before the destroy"})
-		}
-	case plan.StepDestroy:
-		a.log.Info("destroyed instance", "instance", s.Instance, "reason", s.Reason)
-		a.rec.Event(status.Event{Kind: status.EventDestroyed, Group: a.group, Instance: s.Instance, Reason: s.Reason,
-			Message: "drained and destroyed"})
-	}
-}
-
-// followerLines say, one per load balancer of an ingress and one per
-// enrollment, what a run did to them ("ingress \"web\": lb1: 1 backend
-// registered, 1 backend deregistered").
-func followerLines(p *plan.Plan, r *execute.Result) []string {
-	type tally struct{ published, unpublished, registered, deregistered, authorized, revoked int }
-	var order []string
-	by := map[string]*tally{}
-	for _, st := range p.Steps {
-		if r.Status[st.ID-1] != execute.StatusDone {
-			continue
-		}
-		kind, name := plan.SplitObject(st.Object)
-		var key string
-		switch kind {
-		case plan.KindIngress:
-			key = fmt.Sprintf("ingress %q: %s", name, st.LoadBalancer)
-		case plan.KindEnrollment:
-			key = fmt.Sprintf("enrollment %q", name)
-		default:
-			continue
-		}
-		t := by[key]
-		if t == nil {
-			t = &tally{}
-			by[key] = t
-			order = append(order, key)
-		}
-		switch st.Kind {
-		case plan.StepPublish, plan.StepRepublish:
-			t.published++
-		case plan.StepUnpublish:
-			t.unpublished++
-		case plan.StepRegister:
-			t.registered++
-		case plan.StepDeregister:
-			t.deregistered++
-		case plan.StepAuthorize:
-			t.authorized++
-		case plan.StepRevoke:
-			t.revoked++
-		}
-	}
-	lines := make([]string, 0, len(order))
-	for _, key := range order {
-		t := by[key]
-		var parts []string
-		for _, x := range []struct {
-			n    int
-			noun string
-		}{{t.published, "route%s published"}, {t.unpublished, "route%s unpublished"}, {t.registered, "backend%s registered"},
-			{t.deregistered, "backend%s deregistered"}, {t.authorized, "authorization%s made"}, {t.revoked, "authorization%s revoked"}} {
-			if x.n > 0 {
-				parts = append(parts, fmt.Sprintf("%d "+x.noun, x.n, pluralS(x.n)))
-			}
-		}
-		if len(parts) > 0 {
-			lines = append(lines, key+": "+strings.Join(parts, ", "))
-		}
-	}
-	return slices.Clip(lines)
-}
-
-func pluralS(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

@@ -27,9 +27,10 @@
 // The ingresses and enrollments follow group membership (followers.go):
 // they are synced on the shortest sync_interval among them, and at once
 // for a group a pass changed or saw change (a member joined, or now
-// runs), one sync at a time under the state lease. Backends of members
-// that leave go sooner: the pass that sees them leave takes them out of
-// the load balancers while it creates their replacements (leaving.go).
+// runs), one sync at a time under the state lease, never while a pass of
+// a group it covers acts (acting.go). Backends of members that leave go
+// sooner: the pass that sees them leave takes them out of the load
+// balancers while it creates their replacements (leaving.go).
 //
 // A pass (pass.go) observes without the state lock, lets heal.Tracker
 // adjust what group.Decide sees, decides, trims the decision by the brake
@@ -37,6 +38,10 @@
 // it takes the state lock shared with the other groups acting at that
 // moment, refuses to act if another process wrote the state since the pass
 // read it (the pass runs again on the new state), acts, records the
-// members, and lets go. A rolling update advances by one step per pass
-// (roll.go), so no pass waits for health and the CLI never waits on a roll.
+// members, and lets go. It acts as apply does, through a plan and the
+// executor (act.go), make before break: an unhealthy member, like an
+// out-of-date one, is replaced by a new member first and taken away by a
+// later pass once the new one is healthy. A rolling update advances by one
+// step per pass (roll.go), so no pass waits for health and the CLI never
+// waits on a roll.
 package watch

@@ -23,8 +23,9 @@ import (
 // ones that follow a group a pass just changed, or in which a pass saw a
 // member join or change state or address (a replacement now running); all
 // of them when the applied stack changes or a leadership begins. One sync
-// runs at a time, under the state lease like a pass; syncs wanted while
-// one runs are made by the next, together. Backends of members that leave
+// runs at a time, under the state lease like a pass, and never while a
+// pass of a group it covers acts (acting.go); syncs wanted while one runs
+// are made by the next, together. Backends of members that leave
 // are taken out earlier, by the pass (leaving.go); the authorizations of
 // members that leave are held until their replacements are authorized
 // (the enrollment package's rule), which the sync decides.
@@ -262,7 +263,17 @@ func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Documen
 			scope.Configure = append(scope.Configure, k)
 		}
 	}
+	var groups []string
+	for name := range needs.Groups {
+		groups = append(groups, name)
+	}
+	release, err := s.acting.hold(ctx, groups)
+	if err != nil {
+		return followResult{} // shutting down, or the term ended
+	}
+	defer release()
 	world := s.runner.Observe(ctx, needs, nil)
+	s.acting.markDestroying(&world)
 	for name, err := range world.Failed {
 		log.Warn("group membership unknown; its backends and authorizations are left as they are", "group", name, "error", err)
 	}

@@ -401,7 +401,9 @@ func TestHAFailover(t *testing.T) {
 	}
 }
 
-// setHealthIn writes a health into an instance file.
+// setHealthIn writes a health into an instance file, replacing it at once
+// as the simulator does (a file written in place can be read half
+// written, and the instance would seem to vanish for a listing).
 func setHealthIn(t *testing.T, path, health string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -414,7 +416,12 @@ func setHealthIn(t *testing.T, path, health string) {
 	}
 	m["health"] = health
 	b, _ = json.Marshal(m)
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	// A dot file: the simulator ignores it while it is written.
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -2,13 +2,19 @@ package watch
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/internal/watch/heal"
+	"github.com/infrakit/infrakit/internal/watch/status"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
@@ -57,7 +63,8 @@ func idsOf(in []state.Instance) []string {
 }
 
 // A follow-up comes soon while something is in flight, backs off while
-// passes find nothing to do, and never comes for a failed or braked pass.
+// passes find nothing to do (and starts over once one does), and never
+// comes for a failed or braked pass.
 func TestFollowUp(t *testing.T) {
 	s := &service{opts: Options{FollowUp: time.Second, Interval: 10 * time.Second}}
 	gs := newGroupState("g", time.Now())
@@ -78,6 +85,10 @@ func TestFollowUp(t *testing.T) {
 	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second}
 	if !slices.Equal(got, want) {
 		t.Errorf("backing off: %v, want %v", got, want)
+	}
+	// A pass that saw the replacement change (now running) starts over.
+	if got := s.followUp(gs, d, false, true, false, now); got != time.Second {
+		t.Errorf("after progress with a replacement in flight: %s, want 1s", got)
 	}
 	if s.followUp(gs, d, true, true, false, now) != 0 || s.followUp(gs, d, false, true, true, now) != 0 {
 		t.Error("a braked or failed pass waits for the interval")
@@ -103,5 +114,130 @@ func TestDrain(t *testing.T) {
 	<-done
 	if bursts != 2 {
 		t.Errorf("%d bursts for two runs of events, want 2", bursts)
+	}
+}
+
+// The status counts a roll's replacements, not the heals of unhealthy
+// members: only a roll's old member is out of date.
+func TestInFlightCounts(t *testing.T) {
+	rs := []replacement{
+		{New: "n1", Old: "o1", Reason: group.ReasonRollingUpdate},
+		{New: "n2", Old: "o2", Reason: group.ReasonUnhealthy},
+		{New: "p1", LogicalID: "a", Reason: group.ReasonRollingUpdate}, // a pet: its old instance is gone
+	}
+	if got := outdatedInFlight(rs); got != 1 {
+		t.Errorf("outdatedInFlight = %d, want 1", got)
+	}
+	if got := rollingInFlight(rs); got != 2 {
+		t.Errorf("rollingInFlight = %d, want 2", got)
+	}
+	if got := unfinished(rs[:2], []instance.ID{"o2"}); len(got) != 1 || got[0].Old != "o1" {
+		t.Errorf("unfinished = %v, want the one whose old member was not destroyed", got)
+	}
+	if got := unfinished(rs[:2], nil); len(got) != 2 {
+		t.Errorf("a pass that destroyed nothing finished %v", got)
+	}
+}
+
+// A new configuration plans a roll again (its replacements are forgotten,
+// and the roll is said to stop) but lets heals of unhealthy members go on;
+// a heal alone stops no roll.
+func TestConfigureKeepsHeals(t *testing.T) {
+	s := &service{opts: Options{CallTimeout: time.Minute, Interval: time.Second}, rec: status.NewRecorder(status.Options{Identity: "test"})}
+	size := 2
+	cfg := func(note string) groupSpec {
+		return groupSpec{cfg: &config.Group{Name: "web", Size: &size,
+			Instance: config.Plugin{Provider: "simulator", Properties: json.RawMessage(`{"note":"` + note + `"}`)}}}
+	}
+	log := hclog.NewNullLogger()
+	gs := newGroupState("web", time.Now())
+	s.configure(gs, cfg("a"), time.Now(), log)
+	heal := replacement{New: "n2", Old: "o2", Reason: group.ReasonUnhealthy}
+	gs.inflight = []replacement{{New: "n1", Old: "o1", Reason: group.ReasonRollingUpdate}, heal}
+	gs.rolling = true
+	s.configure(gs, cfg("b"), time.Now(), log)
+	if !slices.Equal(gs.inflight, []replacement{heal}) || gs.rolling {
+		t.Errorf("after a new configuration: in flight %v, rolling %v; want the heal only, not rolling", gs.inflight, gs.rolling)
+	}
+	s.configure(gs, cfg("c"), time.Now(), log)
+	stopped := 0
+	for _, e := range s.rec.Events(status.EventQuery{}) {
+		if e.Kind == status.EventRollStopped {
+			stopped++
+		}
+	}
+	if stopped != 1 || len(gs.inflight) != 1 {
+		t.Errorf("%d roll-stopped events, %d in flight; want 1 (the roll's, not the heal's) and the heal still in flight", stopped, len(gs.inflight))
+	}
+}
+
+// A sync waits for a pass of a group it covers, and the other way round;
+// groups are held in name order, so holders never deadlock; a holder whose
+// context ends gives up what it held.
+func TestActingHold(t *testing.T) {
+	var a acting
+	ctx := context.Background()
+	release, err := a.hold(ctx, []string{"web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := a.hold(cancelled, []string{"db", "web"}); err == nil {
+		t.Fatal("held web twice")
+	}
+	// Whatever it held (db) it gave up: db is free. (A generous bound: a
+	// free group is held at once.)
+	bounded, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	releaseDB, err := a.hold(bounded, []string{"db"})
+	if err != nil {
+		t.Fatalf("db not given up: %v", err)
+	}
+	releaseDB()
+	got := make(chan func())
+	go func() {
+		r, _ := a.hold(ctx, []string{"web", "db", "web"})
+		got <- r
+	}()
+	select {
+	case <-got:
+		t.Fatal("a sync of web held it while a pass of web acted")
+	default:
+	}
+	release()
+	(<-got)()
+	r, err := a.hold(bounded, []string{"db", "web"})
+	if err != nil {
+		t.Fatalf("not given back: %v", err)
+	}
+	r()
+}
+
+// A sync sees the members passes destroyed, and the provider still lists,
+// as terminating; a pass's record of them is what its tracker expects and
+// what it destroyed.
+func TestDestroying(t *testing.T) {
+	o := observation{
+		members: []group.Member{{ID: "a", State: instance.StateRunning}, {ID: "b", State: instance.StateRunning}, {ID: "c", State: instance.StateTerminating}},
+		adj: heal.Adjusted{Members: []group.Member{{ID: "a", State: instance.StateRunning}, {ID: "b", State: instance.StateTerminating},
+			{ID: "c", State: instance.StateTerminating}, {ID: "e", State: instance.StatePending}}},
+	}
+	if got := destroyingOf(o, []instance.ID{"a"}); !slices.Equal(got, []instance.ID{"a", "b"}) {
+		t.Errorf("destroyingOf = %v, want a (destroyed now) and b (expected gone, listed running)", got)
+	}
+	var a acting
+	a.setDestroying("web", []instance.ID{"b"})
+	world := plan.World{Members: map[string][]group.Member{"web": o.members, "db": {{ID: "b", State: instance.StateRunning}}}}
+	a.markDestroying(&world)
+	if world.Members["web"][1].State != instance.StateTerminating || world.Members["web"][0].State != instance.StateRunning ||
+		world.Members["db"][0].State != instance.StateRunning || o.members[1].State != instance.StateRunning {
+		t.Errorf("markDestroying: %+v (observed %+v)", world.Members, o.members)
+	}
+	a.setDestroying("web", nil)
+	world.Members["web"] = o.members
+	a.markDestroying(&world)
+	if world.Members["web"][1].State != instance.StateRunning {
+		t.Error("a member no longer destroying is still marked")
 	}
 }

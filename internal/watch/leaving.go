@@ -21,10 +21,10 @@ import (
 // An enrollment keeps its rule that a replacement is authorized before the
 // authorization it replaces is revoked: the authorization of a member that
 // vanished is held (enrollment.Diff's Deferred) until a replacement runs and
-// is authorized. And nothing is taken out on a membership the pass does not
-// trust: a pass whose listing failed never gets here, and one the
-// mass-failure brake holds (the listing may be a provider's glitch) plans
-// nothing for its followers.
+// is authorized: the plan revokes it once the replacement's authorization is
+// made, in this pass or a later one. And nothing is taken out on a membership the pass does not trust: a pass
+// whose listing failed never gets here, and one the mass-failure brake holds
+// (the listing may be a provider's glitch) plans no Gone.
 
 // followed reports whether an ingress or an enrollment of doc's stack
 // that doc does not mark freed follows the group named.

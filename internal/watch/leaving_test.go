@@ -2,14 +2,16 @@ package watch
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/controller"
+	"github.com/infrakit/infrakit/internal/controller/enrollment"
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/pluginhost"
@@ -21,7 +23,7 @@ import (
 	"github.com/infrakit/infrakit/sdk/plugin"
 )
 
-func TestLeavingMembers(t *testing.T) {
+func TestGoneMembers(t *testing.T) {
 	recorded := []state.Instance{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}}
 	listed := []group.Member{
 		{ID: "a", State: instance.StateRunning},
@@ -32,54 +34,29 @@ func TestLeavingMembers(t *testing.T) {
 	// What the pass decides on: the listing, and a create it still
 	// expects ("e", recorded by no one yet).
 	adjusted := append(slices.Clone(listed), group.Member{ID: "e", State: instance.StatePending})
-	destroy := []group.Destroy{{ID: "d", Reason: group.ReasonScaleDown}}
-	got := leavingMembers(recorded, listed, adjusted, destroy)
-	// b is gone, c and x terminate, d is destroyed; a and e stay.
-	if want := []instance.ID{"b", "c", "d", "x"}; !slices.Equal(got, want) {
-		t.Fatalf("leavingMembers = %v, want %v", got, want)
+	// b is gone, c and x terminate: they left behind the pass's back. d
+	// is taken away by the pass itself (its own steps deregister it); a and
+	// e stay.
+	got := goneMembers(recorded, listed, adjusted, map[instance.ID]bool{"d": true})
+	if want := []instance.ID{"b", "c", "x"}; !slices.Equal(got, want) {
+		t.Fatalf("goneMembers = %v, want %v", got, want)
 	}
-	if got := leavingMembers(recorded[:1], listed[:1], listed[:1], nil); len(got) != 0 {
+	// A member the pass decides on as terminating (the old member of a
+	// replacement in flight) is gone to goneMembers; the pass leaves it out
+	// itself (decide).
+	marked := slices.Clone(adjusted)
+	marked[0].State = instance.StateTerminating
+	if got := goneMembers(recorded[:1], listed[:1], marked, nil); !slices.Equal(got, []instance.ID{"a"}) {
+		t.Fatalf("a member marked terminating: %v, want a", got)
+	}
+	if got := goneMembers(recorded[:1], listed[:1], listed[:1], nil); len(got) != 0 {
 		t.Fatalf("nothing leaves, got %v", got)
 	}
 	// A member the pass keeps (the brake, a create expected) is not taken
 	// out even though the provider does not list it.
-	if got := leavingMembers([]state.Instance{{ID: "e"}}, nil, adjusted, nil); len(got) != 0 {
-		t.Fatalf("an expected member is leaving: %v", got)
+	if got := goneMembers([]state.Instance{{ID: "e"}}, nil, adjusted, nil); len(got) != 0 {
+		t.Fatalf("an expected member is gone: %v", got)
 	}
-}
-
-// The early deregistration is dropped when the pass acted within the
-// grace, run at once when it did not act, and waited for once started.
-func TestEarlyLeave(t *testing.T) {
-	var ran atomic.Int32
-	work := func() { ran.Add(1) }
-	armLeave(time.Hour, work).finish(true)
-	if ran.Load() != 0 {
-		t.Fatal("a pass that acted within the grace deregistered itself")
-	}
-	armLeave(time.Hour, work).finish(false)
-	if ran.Load() != 1 {
-		t.Fatal("a pass that did not act left its leaving members registered")
-	}
-	started, release := make(chan struct{}), make(chan struct{})
-	e := armLeave(0, func() {
-		close(started)
-		<-release
-		ran.Add(1)
-	})
-	<-started
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		e.finish(true)
-	}()
-	close(release)
-	<-finished
-	if ran.Load() != 2 {
-		t.Fatal("finish returned before the deregistration under way ended")
-	}
-	var none *earlyLeave
-	none.finish(false) // nothing leaves
 }
 
 func TestJoinedMembers(t *testing.T) {
@@ -104,26 +81,22 @@ func TestJoinedMembers(t *testing.T) {
 	}
 }
 
-func TestIngressesOf(t *testing.T) {
+func TestFollowed(t *testing.T) {
 	st := &config.Stack{
 		LoadBalancers: []*config.LoadBalancer{{Name: "lb1", Provider: "haproxy"}, {Name: "lb2", Provider: "simulator"}},
 		Ingresses: []*config.Ingress{
 			{Name: "site", Rules: []config.Rule{{LoadBalancer: "lb1", Groups: []string{"web"}}, {LoadBalancer: "lb2", Groups: []string{"api"}}}},
-			{Name: "admin", Rules: []config.Rule{{LoadBalancer: "lb2", Groups: []string{"api"}}}},
-			{Name: "freed", Rules: []config.Rule{{LoadBalancer: "lb1", Groups: []string{"web"}}}},
+			{Name: "freed", Rules: []config.Rule{{LoadBalancer: "lb1", Groups: []string{"admin"}}}},
 		},
-		Enrollments: []*config.Enrollment{{Name: "nfs", Source: "db"}},
+		Enrollments: []*config.Enrollment{{Name: "nfs", Source: "db"}, {Name: "gone", Source: "cache"}},
 	}
-	doc := &state.Document{Stack: st, Ingresses: map[string]*state.ControllerStatus{"freed": {Freed: true}}}
-	refs := ingressesOf(doc, "web")
-	if len(refs) != 1 || refs[0].cfg.Name != "site" || refs[0].lbs["lb1"] != "haproxy" || refs[0].lbs["lb2"] != "simulator" {
-		t.Fatalf("ingresses of web: %+v", refs)
-	}
-	if refs := ingressesOf(doc, "api"); len(refs) != 2 {
-		t.Fatalf("ingresses of api: %+v", refs)
-	}
-	if !followed(doc, "web") || !followed(doc, "db") || followed(doc, "other") {
-		t.Error("followed")
+	doc := &state.Document{Stack: st,
+		Ingresses:   map[string]*state.ControllerStatus{"freed": {Freed: true}},
+		Enrollments: map[string]*state.ControllerStatus{"gone": {Freed: true}}}
+	for name, want := range map[string]bool{"web": true, "api": true, "db": true, "admin": false, "cache": false, "other": false} {
+		if got := followed(doc, name); got != want {
+			t.Errorf("followed(%q) = %v, want %v", name, got, want)
+		}
 	}
 }
 
@@ -168,7 +141,7 @@ func (v *followersView) backends() []string {
 
 func (v *followersView) authorized() []string {
 	v.t.Helper()
-	view, _, err := v.cli.DescribeEnrollment(v.ctx, "nfs")
+	view, err := describeEnrollment(v.ctx, v.cli, "nfs")
 	if err != nil {
 		v.t.Fatal(err)
 	}
@@ -217,6 +190,18 @@ func startSettledWith(t *testing.T, stack string, simEnv ...string) (*workdir, *
 	opts := testOptions(w)
 	opts.HostEnv = append(slices.Clone(w.env), simEnv...)
 	return w, v, ids, startSettled(t, w, opts, ids)
+}
+
+// describeEnrollment asks, through the CLI's controller, the target of
+// enrollment name for its authorizations.
+func describeEnrollment(ctx context.Context, cli *operation.Runner, name string) (enrollment.View, error) {
+	var view enrollment.View
+	objs, err := cli.Enrollments().Describe(ctx, &controller.Metadata{Name: name})
+	if err != nil {
+		return view, err
+	}
+	err = json.Unmarshal(objs[0].State, &view)
+	return view, err
 }
 
 func instanceIDs(rs []record) []string {
@@ -432,15 +417,15 @@ func TestFollowerSelection(t *testing.T) {
 		{kind: "ingress", name: "admin", groups: []string{"db"}, every: time.Minute},
 	}
 	next := map[string]time.Time{"ingress/site": now, "enrollment/nfs": now.Add(time.Hour), "ingress/admin": now.Add(time.Minute)}
-	sel, picked := selection(fs, next, nil, false, now)
-	if !slices.Equal(sel.Ingresses, []string{"site"}) || len(sel.Enrollments) != 0 || sel.All || len(picked) != 1 {
+	sel, picked := selectFollowers(fs, next, nil, false, now)
+	if !slices.Equal(sel.ingresses, []string{"site"}) || len(sel.enrollments) != 0 || sel.all || len(picked) != 1 {
 		t.Errorf("due only: %+v", sel)
 	}
-	sel, picked = selection(fs, next, map[string]bool{"db": true}, false, now)
-	if !slices.Equal(sel.Ingresses, []string{"site", "admin"}) || !slices.Equal(sel.Enrollments, []string{"nfs"}) || len(picked) != 3 {
+	sel, picked = selectFollowers(fs, next, map[string]bool{"db": true}, false, now)
+	if !slices.Equal(sel.ingresses, []string{"site", "admin"}) || !slices.Equal(sel.enrollments, []string{"nfs"}) || len(picked) != 3 {
 		t.Errorf("due and following db: %+v", sel)
 	}
-	if sel, picked = selection(fs, next, nil, true, now); !sel.All || len(picked) != 3 {
+	if sel, picked = selectFollowers(fs, next, nil, true, now); !sel.all || len(picked) != 3 {
 		t.Errorf("full: %+v", sel)
 	}
 	if got := nextDue(fs, next); !got.Equal(now) {

@@ -385,6 +385,7 @@ func (s *service) removeGroup(g *groupSched) {
 		g.sub.cancel()
 	}
 	delete(s.groups, g.name)
+	s.acting.setDestroying(g.name, nil)
 	s.rec.RemoveGroup(g.name)
 	s.log.Info("group left the stack; no longer watched", "group", g.name)
 }

@@ -112,12 +112,16 @@ type passResult struct {
 func (s *service) configure(gs *groupState, spec groupSpec, now time.Time, log hclog.Logger) {
 	key := configKey(spec.cfg)
 	if key != gs.cfgKey {
-		if gs.cfgKey != "" && (gs.rolling || len(gs.inflight) > 0) {
+		if gs.cfgKey != "" && (gs.rolling || rollingInFlight(gs.inflight) > 0) {
 			msg := "the applied configuration changed; the rolling update is planned again from it"
 			log.Info(msg)
 			s.rec.Event(status.Event{Kind: status.EventRollStopped, Group: gs.name, Message: msg})
 		}
-		gs.cfgKey, gs.inflight, gs.rolling, gs.halted, gs.stopNoted = key, nil, false, "", false
+		// The roll's replacements are planned again; the heals of
+		// unhealthy members go on (their old members stay on their way
+		// out, and their new ones are rolled like any other).
+		heals := slices.DeleteFunc(gs.inflight, isRolling)
+		gs.cfgKey, gs.inflight, gs.rolling, gs.halted, gs.stopNoted = key, heals, false, "", false
 	}
 	if !spec.updateStopped {
 		gs.stopNoted = false
@@ -181,7 +185,7 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	}
 	dn := s.decide(gs, spec, d, o, log)
 	res.joined = dn.joined
-	rep.Rolling.Outdated = dn.outdated + cattleInFlight(gs.inflight)
+	rep.Rolling.Outdated = dn.outdated + outdatedInFlight(gs.inflight)
 	rep.Rolling.Wait = dn.rs.Wait
 	rep.Braked, rep.BrakeReason = o.adj.Braked, gs.brakeReason
 	// The status counts what the provider listed (health within the grace
@@ -189,30 +193,36 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	// Expected.
 	rep.Members = listedOnly(o.adj.Members, o.members)
 	live := recordOf(o.adj.Members)
-	if dn.work.Empty() && sameMembers(live, gs.recorded) {
-		s.finishRoll(gs, dn.outdated, log)
-		rep.Rolling.InFlight = len(gs.inflight)
-		rep.Expected = gs.tracker.Status(o.now).Pending
-		res.followUp = s.followUp(gs, d, o.adj.Braked, false, false, o.now)
-		return report(nil)
+	acting := !dn.work.Empty() || !sameMembers(live, gs.recorded)
+	var created []group.Member
+	var destroyed []instance.ID
+	if acting && ctx.Err() == nil { // shutting down: start nothing new
+		created, destroyed, err = s.act(ctx, t, gs, spec, o, dn, live, &res, log)
+	} else {
+		s.acting.setDestroying(gs.name, destroyingOf(o, nil))
 	}
-	if ctx.Err() != nil {
-		return report(nil) // shutting down: start nothing new
-	}
-	created, destroyed, err := s.act(ctx, t, gs, spec, o, dn, live, &res, log)
+	// A replacement whose old member was not taken away (the pass did not
+	// act, or left it to a later pass) stays in flight: its next pass
+	// finishes it.
+	kept := unfinished(dn.finished, destroyed)
+	gs.inflight = append(gs.inflight, kept...)
 	if res.stale {
 		rep.Duration = time.Since(start)
 		return res
 	}
 	s.finishRoll(gs, dn.outdated, log)
 	rep.Members = markDestroyed(rep.Members, destroyed)
-	rep.Rolling.InFlight = len(gs.inflight)
+	rep.Rolling.Outdated += outdatedInFlight(kept)
+	rep.Rolling.InFlight = rollingInFlight(gs.inflight)
 	rep.Expected = gs.tracker.Status(o.now).Pending
 	res.acted = len(created)+len(destroyed) > 0
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		err = nil // interrupted by the shutdown, which is not a failure
 	}
-	res.followUp = s.followUp(gs, d, o.adj.Braked, true, err != nil, o.now)
+	// A pass that acted, or saw a member join or change (a replacement now
+	// running), is followed up soon: what it started is looked at again
+	// before the follow-ups back off.
+	res.followUp = s.followUp(gs, d, o.adj.Braked, acting || dn.moved, err != nil, o.now)
 	return report(err)
 }
 
@@ -263,9 +273,10 @@ type decision struct {
 	outdated int
 	// finished are the replacements finished now.
 	finished []replacement
-	// joined: the pass listed a live member the previous one did not, or
-	// one whose state or address changed.
-	joined bool
+	// moved: the pass listed a live member the previous one did not, or
+	// one whose state or address changed; joined: so, and an ingress or
+	// enrollment follows the group.
+	moved, joined bool
 }
 
 // decide reads the roll in flight, decides on the group as it is about to
@@ -273,8 +284,8 @@ type decision struct {
 func (s *service) decide(gs *groupState, spec groupSpec, d group.Desired, o observation, log hclog.Logger) decision {
 	cfg := spec.cfg
 	owed := gs.tracker.Status(o.now).Owed
-	joined, seen := joinedMembers(gs.seen, o.members)
-	joined = joined && gs.seenAny && spec.followed
+	moved, seen := joinedMembers(gs.seen, o.members)
+	moved = moved && gs.seenAny
 	gs.seen, gs.seenAny = seen, true
 	s.healEvents(gs, o.adj.Events, owed, log)
 	if len(gs.vanished) > owed {
@@ -299,7 +310,7 @@ func (s *service) decide(gs *groupState, spec groupSpec, d group.Desired, o obse
 	dec := group.Decide(d, rv.Members)
 	fdec, evs := gs.tracker.Filter(o.now, dec)
 	s.healEvents(gs, evs, owed, log)
-	dn := decision{outdated: len(dec.Roll), finished: rv.Finish, joined: joined}
+	dn := decision{outdated: len(dec.Roll), finished: rv.Finish, moved: moved, joined: moved && spec.followed}
 	switch {
 	case len(dec.Roll) == 0:
 	case spec.updateStopped:
@@ -316,7 +327,7 @@ func (s *service) decide(gs *groupState, spec groupSpec, d group.Desired, o obse
 	case !fdec.Settled() || len(fdec.Roll) == 0:
 		dn.rs.Wait = "the group is not settled yet: it is created, destroyed or healed first"
 	default:
-		dn.batch, dn.rs = group.NextRollBatch(d, rv.Members)
+		dn.batch, dn.rs = nextBatch(d, rv)
 	}
 	dn.work = passWork(d, fdec, rv, dn.batch)
 	if !o.adj.Braked {
@@ -337,6 +348,17 @@ func (s *service) decide(gs *groupState, spec groupSpec, d group.Desired, o obse
 		}
 	}
 	return dn
+}
+
+// nextBatch is the roll batch to start now, on a group rv reads. None
+// while replacements finish: the executor would make the new batch's
+// members while it takes the finished ones' old members away, and the
+// group would for a moment run more than size+max_parallel members.
+func nextBatch(d group.Desired, rv rollView) ([]instance.ID, group.RollStatus) {
+	if len(rv.Finish) > 0 {
+		return nil, group.RollStatus{Wait: "replacements that turned healthy are finished first"}
+	}
+	return group.NextRollBatch(d, rv.Members)
 }
 
 // passWork is the plan work of a pass's decision: Decide's creates and
@@ -374,249 +396,24 @@ func passWork(d group.Desired, dec group.Decision, rv rollView, batch []instance
 	return w
 }
 
-// observe is a follower's pass: it lists the group (with health on full
-// passes, when the group replaces unhealthy members), through the providers
-// it keeps running for the day it leads, and shows what it saw in the
-// status. It decides nothing and acts on nothing, and keeps no self-healing
-// memory: the leader's judgement is the leader's.
-func (s *service) observe(ctx context.Context, gs *groupState, spec groupSpec, full bool) passResult {
-	start := time.Now()
-	cfg := spec.cfg
-	d := group.DesiredFromConfig(cfg)
-	rep := status.GroupReport{Name: gs.name, Desired: d, Start: start, Rolling: status.Rolling{Stopped: spec.updateStopped}}
-	res := passResult{name: gs.name}
-	report := func(err error) passResult {
-		if err != nil && ctx.Err() == nil {
-			s.log.Debug("observing failed", "group", gs.name, "error", err)
-			res.err, rep.Err = err, err
-		}
-		rep.Duration = time.Since(start)
-		s.rec.SetGroup(rep)
-		return res
-	}
-	for _, key := range providerKeys(cfg) {
-		if _, err := s.prov.client(ctx, key); err != nil {
-			return report(fmt.Errorf("group %q: %w", gs.name, err))
-		}
-	}
-	inst, err := s.runner.Instances(ctx, spec.stack, cfg)
-	if err != nil {
-		return report(err)
-	}
-	_, members, err := inst.ObserveDescriptions(ctx, full && d.ReplaceUnhealthy)
-	if err != nil {
-		s.prov.failed(ctx, cfg.Instance.Provider, "DescribeInstances", err)
-		return report(err)
-	}
-	if ctx.Err() != nil {
-		return report(nil)
-	}
-	rep.Members = members
-	rep.Rolling.Outdated = len(group.Decide(d, members).Roll)
-	return report(nil)
-}
-
-// healthMatters reports whether a pass that listed members without health
-// must ask it: a roll and a scale-down choose by health.
-func healthMatters(d group.Desired, members []group.Member, gs *groupState, spec groupSpec) bool {
-	if len(gs.inflight) > 0 {
-		return true
-	}
-	dec := group.Decide(d, members)
-	if len(dec.Roll) > 0 && !spec.updateStopped && gs.halted == "" {
-		return true
-	}
-	for _, x := range dec.Destroy {
-		if x.Reason == group.ReasonScaleDown {
-			return true
-		}
-	}
-	return false
-}
-
-// finishRoll ends a roll once nothing is out of date or in flight.
-func (s *service) finishRoll(gs *groupState, outdated int, log hclog.Logger) {
-	if gs.rolling && outdated == 0 && len(gs.inflight) == 0 {
-		gs.rolling = false
-		log.Info("rolling update done")
-		s.rec.Event(status.Event{Kind: status.EventRollDone, Group: gs.name, Message: "every instance has the group's configuration"})
-	}
-}
-
-// vanishedReplaced records a "replaced" event for each vanished member
-// the pass re-creates (creates, the replacements of unhealthy members left
-// out).
-func (s *service) vanishedReplaced(gs *groupState, creates int, log hclog.Logger) {
-	n := min(max(creates, 0), len(gs.vanished))
-	for _, id := range gs.vanished[:n] {
-		log.Info("replacing instance", "instance", id, "reason", status.ReasonVanished)
-		s.rec.Replacement(gs.name, id, status.ReasonVanished, "vanished from the provider's listing")
-	}
-	gs.vanished = gs.vanished[n:]
-}
-
-// healEvents logs what the self-healing policy noticed and records it.
-// The brake's own events are recorded by the Recorder from SetGroup.
-// Members that left the listing without leaving the group short (owed is
-// 0: another command destroyed them, or the group shrank) are no news.
-func (s *service) healEvents(gs *groupState, evs []heal.Event, owed int, log hclog.Logger) {
-	for _, e := range evs {
-		ev := status.Event{Time: e.Time, Group: gs.name, Kind: status.EventKind(e.Kind), Message: e.Message}
-		if len(e.IDs) == 1 {
-			ev.Instance = e.IDs[0]
-		}
-		switch e.Kind {
-		case heal.KindBrakeEngaged:
-			gs.brakeReason = e.Message
-			log.Warn("mass-failure brake engaged", "reason", e.Message, "instances", e.IDs)
-			continue
-		case heal.KindBrakeReleased:
-			gs.brakeReason = ""
-			log.Info("mass-failure brake released", "reason", e.Message)
-			continue
-		case heal.KindBudgetExhausted, heal.KindReplaceHeld:
-			ev.Kind = status.EventRateLimited
-			log.Warn("replacements held", "reason", e.Message, "instances", e.IDs)
-		case heal.KindVanished:
-			if owed == 0 {
-				log.Debug("members left the listing; the group is not short of them", "instances", e.IDs)
-				continue
-			}
-			gs.vanished = append(gs.vanished, e.IDs...)
-			log.Warn("instances vanished", "instances", e.IDs)
-		default:
-			log.Info(e.Message, "instances", e.IDs)
-		}
-		s.rec.Event(ev)
-	}
-}
-
 // followUp is how soon the group should be passed again, or 0 to wait for
 // the interval or an event. Something in flight (a create not listed yet, a
-// roll waiting for health, a member unhealthy within its grace) asks for
-// FollowUp, doubling while the passes find nothing to do, up to Interval.
-// A failed pass or a braked group waits for the interval.
-func (s *service) followUp(gs *groupState, d group.Desired, braked, acted, failed bool, now time.Time) time.Duration {
+// replacement waiting for health, a member unhealthy within its grace)
+// asks for FollowUp, doubling while the passes find nothing to do (neither
+// act nor see a member join or change), up to Interval. A failed pass or a
+// braked group waits for the interval.
+func (s *service) followUp(gs *groupState, d group.Desired, braked, progressed, failed bool, now time.Time) time.Duration {
 	st := gs.tracker.Status(now)
-	want := !braked && !failed && (acted || len(gs.inflight) > 0 || st.Pending > 0 || st.Terminating > 0 ||
+	want := !braked && !failed && (progressed || len(gs.inflight) > 0 || st.Pending > 0 || st.Terminating > 0 ||
 		(d.ReplaceUnhealthy && st.Unhealthy > 0 && st.BudgetFreesAt.IsZero()))
 	if !want {
 		gs.idle = 0
 		return 0
 	}
-	if acted {
+	if progressed {
 		gs.idle = 0
 	} else {
 		gs.idle++
 	}
 	return min(s.opts.FollowUp<<min(gs.idle, 16), s.opts.Interval)
-}
-
-// providerKeys are the provider keys a group uses, each once.
-func providerKeys(g *config.Group) []string {
-	keys := []string{g.Instance.Provider}
-	for _, f := range g.Flavors {
-		if !slices.Contains(keys, f.Provider) {
-			keys = append(keys, f.Provider)
-		}
-	}
-	return keys
-}
-
-func cattleInFlight(rs []replacement) int {
-	n := 0
-	for _, r := range rs {
-		if r.Old != "" {
-			n++
-		}
-	}
-	return n
-}
-
-func instanceOf(m group.Member) state.Instance {
-	return state.Instance{ID: string(m.ID), LogicalID: m.LogicalID, ConfigHash: m.ConfigHash, State: string(m.State), Address: m.Address}
-}
-
-// recordOf is what the state records of members: the live ones, by ID.
-func recordOf(members []group.Member) []state.Instance {
-	out := make([]state.Instance, 0, len(members))
-	for _, m := range group.Live(members) {
-		out = append(out, instanceOf(m))
-	}
-	return out
-}
-
-// sameMembers reports whether two records hold the same members (IDs,
-// logical IDs, configuration hashes). A member's state or address changing
-// alone is not worth a state write: every write moves the serial, and a
-// plan made just before it would then be refused as stale.
-func sameMembers(a, b []state.Instance) bool {
-	return slices.EqualFunc(a, b, func(x, y state.Instance) bool {
-		return x.ID == y.ID && x.LogicalID == y.LogicalID && x.ConfigHash == y.ConfigHash
-	})
-}
-
-// applyActions is live (sorted by ID) after a pass destroyed and created
-// members.
-func applyActions(live []state.Instance, created []group.Member, destroyed []instance.ID) []state.Instance {
-	if len(created) == 0 && len(destroyed) == 0 {
-		return live
-	}
-	gone := make(map[string]bool, len(destroyed))
-	for _, id := range destroyed {
-		gone[string(id)] = true
-	}
-	out := make([]state.Instance, 0, len(live)+len(created))
-	for _, in := range live {
-		if !gone[in.ID] {
-			out = append(out, in)
-		}
-	}
-	for _, m := range created {
-		out = append(out, instanceOf(m))
-	}
-	return slices.CompactFunc(sortedInstances(out), func(a, b state.Instance) bool { return a.ID == b.ID })
-}
-
-// listedOnly keeps the members of adjusted that the provider listed in
-// observed (Adjust appends the creates it still expects).
-func listedOnly(adjusted, observed []group.Member) []group.Member {
-	listed := make(map[instance.ID]bool, len(observed))
-	for _, m := range observed {
-		listed[m.ID] = true
-	}
-	out := make([]group.Member, 0, len(observed))
-	for _, m := range adjusted {
-		if listed[m.ID] {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// markDestroyed is members with those a pass destroyed terminating, for
-// the status.
-func markDestroyed(members []group.Member, destroyed []instance.ID) []group.Member {
-	if len(destroyed) == 0 {
-		return members
-	}
-	gone := make(map[instance.ID]bool, len(destroyed))
-	for _, id := range destroyed {
-		gone[id] = true
-	}
-	out := make([]group.Member, len(members))
-	for i, m := range members {
-		if gone[m.ID] {
-			m.State = instance.StateTerminating
-		}
-		out[i] = m
-	}
-	return out
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

@@ -17,7 +17,10 @@ import (
 // flight between passes (below), and the first pass that finds the new
 // member healthy finishes it (plan.GroupWork.Finish): the new member is
 // registered and authorized, then the old one deregistered, revoked,
-// drained and destroyed. The pacing of a roll is apply's too:
+// drained and destroyed. A replacement whose old member that pass did not
+// destroy (a follower it could not observe, a step that failed, a state
+// that moved under it) stays in flight, for the next pass to finish. The
+// pacing of a roll is apply's too:
 // group.NextRollBatch picks each batch. A pet is destroyed and re-created
 // in one pass (never two copies) and watched until its new instance is
 // healthy.

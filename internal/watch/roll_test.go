@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/infrakit/infrakit/internal/controller/group"
+	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
@@ -43,7 +44,7 @@ func TestViewRoll(t *testing.T) {
 		{New: "p1", LogicalID: "a", Since: now}, // a pet not listed
 	}
 	v := viewRoll(members, inflight, now, time.Minute, true)
-	if want := []group.Destroy{{ID: "o1", Reason: group.ReasonRollingUpdate}}; !slices.Equal(v.Finish, want) {
+	if want := inflight[:1]; !slices.Equal(v.Finish, want) {
 		t.Errorf("Finish = %v, want %v", v.Finish, want)
 	}
 	if len(v.Pending) != 1 || v.Pending[0].New != "n2" {
@@ -79,39 +80,64 @@ func TestViewRoll(t *testing.T) {
 	}
 }
 
-func TestRollDecisionAndPairs(t *testing.T) {
+// passWork makes Decide's destroys of unhealthy members, with the creates
+// Decide asks for them, replacements (cattle and pets alike: the plan
+// orders a pet's destroy first), keeps the other destroys and creates,
+// adds the roll batch as replacements and the finished ones as Finish.
+func TestPassWork(t *testing.T) {
 	size := 3
 	cattle := group.Desired{Size: &size, ConfigHash: newHash}
-	pets := group.Desired{LogicalIDs: []string{"a", "b"}, ConfigHash: newHash}
-	members := []group.Member{{ID: "x", LogicalID: "a"}, {ID: "y", LogicalID: "b"}}
-	now := time.Now()
+	members := []group.Member{{ID: "w"}, {ID: "x"}, {ID: "y"}, {ID: "z"}}
+	dec := group.Decision{
+		Destroy: []group.Destroy{{ID: "w", Reason: group.ReasonScaleDown}, {ID: "x", Reason: group.ReasonUnhealthy}},
+		Create:  []group.Create{{}},
+	}
+	rv := rollView{Members: members, Finish: []replacement{{New: "n", Old: "z", Reason: group.ReasonRollingUpdate}}}
+	w := passWork(cattle, dec, rv, []instance.ID{"y"})
+	if want := []group.Destroy{{ID: "w", Reason: group.ReasonScaleDown}}; !slices.Equal(w.Destroy, want) {
+		t.Errorf("cattle Destroy = %v, want %v", w.Destroy, want)
+	}
+	if len(w.Create) != 0 {
+		t.Errorf("cattle Create = %v, want none: the create is x's replacement", w.Create)
+	}
+	if want := []plan.Replacement{{Old: "x", Reason: group.ReasonUnhealthy}, {Old: "y", Reason: group.ReasonRollingUpdate}}; !slices.Equal(w.Replace, want) {
+		t.Errorf("cattle Replace = %v, want %v", w.Replace, want)
+	}
+	if want := []plan.Replacement{{Old: "z", New: "n", Reason: group.ReasonRollingUpdate}}; !slices.Equal(w.Finish, want) {
+		t.Errorf("cattle Finish = %v, want %v", w.Finish, want)
+	}
 
-	if dec := rollDecision(cattle, []instance.ID{"x", "y"}, members); len(dec.Create) != 2 || len(dec.Destroy) != 0 {
-		t.Errorf("cattle: %+v, want two creates and no destroy", dec)
+	pets := group.Desired{LogicalIDs: []string{"a", "b", "c"}, ConfigHash: newHash}
+	pm := []group.Member{{ID: "x", LogicalID: "a"}, {ID: "y", LogicalID: "b"}}
+	dec = group.Decision{
+		Destroy: []group.Destroy{{ID: "y", Reason: group.ReasonUnhealthy}},
+		Create:  []group.Create{{LogicalID: "b"}, {LogicalID: "c"}},
 	}
-	dec := rollDecision(pets, []instance.ID{"y"}, members)
-	if len(dec.Destroy) != 1 || dec.Destroy[0] != (group.Destroy{ID: "y", Reason: group.ReasonRollingUpdate}) ||
-		len(dec.Create) != 1 || dec.Create[0].LogicalID != "b" {
-		t.Errorf("pets: %+v, want y destroyed and b created", dec)
+	w = passWork(pets, dec, rollView{Members: pm}, []instance.ID{"x"})
+	if want := []group.Create{{LogicalID: "c"}}; !slices.Equal(w.Create, want) || len(w.Destroy) != 0 {
+		t.Errorf("pets: Create %v Destroy %v, want c created and nothing destroyed alone", w.Create, w.Destroy)
+	}
+	if want := []plan.Replacement{{Old: "y", LogicalID: "b", Reason: group.ReasonUnhealthy}, {Old: "x", LogicalID: "a", Reason: group.ReasonRollingUpdate}}; !slices.Equal(w.Replace, want) {
+		t.Errorf("pets Replace = %v, want %v", w.Replace, want)
 	}
 
-	// A failed create leaves the rest of the batch to a later pass.
-	got := pairReplacements(cattle, []instance.ID{"x", "y"}, []group.Member{{ID: "n"}}, now)
-	if len(got) != 1 || got[0] != (replacement{New: "n", Old: "x", Since: now}) {
-		t.Errorf("cattle pairs: %+v", got)
-	}
-	got = pairReplacements(pets, []instance.ID{"y"}, []group.Member{{ID: "n", LogicalID: "b"}}, now)
-	if len(got) != 1 || got[0] != (replacement{New: "n", LogicalID: "b", Since: now}) {
-		t.Errorf("pet pairs: %+v", got)
+	// An unhealthy destroy Decide gave no create for stays a destroy.
+	w = passWork(cattle, group.Decision{Destroy: []group.Destroy{{ID: "x", Reason: group.ReasonUnhealthy}}}, rollView{Members: members}, nil)
+	if len(w.Destroy) != 1 || len(w.Replace) != 0 {
+		t.Errorf("unpaired unhealthy destroy: %+v", w)
 	}
 }
 
-// A rolling update driven one pass at a time (viewRoll, Decide,
-// NextRollBatch, rollDecision) against a world where replacements start
-// pending and turn healthy at random: cattle never drop below their size in
-// healthy members nor exceed it by more than max_parallel; pets never lose
-// more than max_unavailable healthy members at once; nothing is replaced
-// twice; and the roll ends with every member current.
+// A rolling update driven one pass at a time as a pass drives it
+// (viewRoll, Decide, nextBatch, passWork) against a world where
+// replacements start pending, turn healthy at random, and some provisions
+// fail; each plan's replacements are carried out as the executor does with
+// awaits deferred (cattle: the new member is provisioned, the old one taken
+// away by a later Finish; a pet is destroyed and provisioned again). Cattle
+// never drop below their size in healthy members nor exceed it by more than
+// max_parallel, even while a pass's creates run before its destroys; pets never lose more than max_unavailable healthy members
+// at once; nothing is replaced twice; and the roll ends with every member
+// current.
 func TestRollProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		pets := rapid.Bool().Draw(t, "pets")
@@ -139,9 +165,17 @@ func TestRollProperty(t *testing.T) {
 		replaced := map[instance.ID]bool{}
 		seq := 0
 		now := time.Unix(0, 0)
+		provision := func(lid string) (group.Member, bool) {
+			if rapid.IntRange(0, 9).Draw(t, "fail") == 0 {
+				return group.Member{}, false
+			}
+			seq++
+			return group.Member{ID: instance.ID(fmt.Sprintf("r%03d", seq)), LogicalID: lid, ConfigHash: newHash,
+				State: instance.StatePending, Health: flavor.HealthUnknown}, true
+		}
 		for step := 0; ; step++ {
-			if step > 200 {
-				t.Fatalf("the roll did not end in 200 passes: %v", members)
+			if step > 300 {
+				t.Fatalf("the roll did not end in 300 passes: %v", members)
 			}
 			now = now.Add(time.Second)
 			v := viewRoll(members, inflight, now, time.Hour, true)
@@ -150,23 +184,50 @@ func TestRollProperty(t *testing.T) {
 				t.Fatalf("lost %v timed out %v", v.Lost, v.TimedOut)
 			}
 			dec := group.Decide(d, v.Members)
-			if !dec.Settled() {
-				t.Fatalf("the roll unsettled the group: %+v", dec)
-			}
-			if len(dec.Roll) == 0 && len(inflight) == 0 && len(v.Finish) == 0 {
+			if len(dec.Roll) == 0 && len(inflight) == 0 && len(v.Finish) == 0 && dec.Settled() {
 				break
 			}
-			batch, _ := group.NextRollBatch(d, v.Members)
-			for _, id := range batch {
-				if replaced[id] {
-					t.Fatalf("%s picked twice", id)
-				}
-				replaced[id] = true
+			var batch []instance.ID
+			if dec.Settled() {
+				batch, _ = nextBatch(d, v)
 			}
-			act := rollDecision(d, batch, v.Members)
+			w := passWork(d, dec, v, batch)
 			gone := map[instance.ID]bool{}
-			for _, x := range slices.Concat(v.Finish, act.Destroy) {
+			for _, r := range w.Finish {
+				gone[r.Old] = true
+			}
+			for _, x := range w.Destroy {
 				gone[x.ID] = true
+			}
+			var created []group.Member
+			for _, c := range w.Create {
+				if m, ok := provision(c.LogicalID); ok {
+					created = append(created, m)
+				}
+			}
+			for _, r := range w.Replace {
+				if pets {
+					gone[r.Old] = true // the old pet goes first
+				}
+				m, ok := provision(r.LogicalID)
+				if !ok {
+					continue
+				}
+				if replaced[r.Old] {
+					t.Fatalf("%s replaced twice", r.Old)
+				}
+				replaced[r.Old] = true
+				created = append(created, m)
+				rp := replacement{New: m.ID, LogicalID: m.LogicalID, Reason: r.Reason, Since: now}
+				if !pets {
+					rp.Old = r.Old
+				}
+				inflight = append(inflight, rp)
+			}
+			// The executor may make the new members before it takes the
+			// old ones away.
+			if peak := len(members) + len(created); !pets && peak > n+max(d.MaxParallel, 1) {
+				t.Fatalf("pass %d: %d members at once, size %d, max_parallel %d", step, peak, n, d.MaxParallel)
 			}
 			var next []group.Member
 			for _, m := range members {
@@ -174,16 +235,7 @@ func TestRollProperty(t *testing.T) {
 					next = append(next, m)
 				}
 			}
-			var created []group.Member
-			for _, c := range act.Create {
-				seq++
-				m := group.Member{ID: instance.ID(fmt.Sprintf("r%03d", seq)), LogicalID: c.LogicalID, ConfigHash: newHash,
-					State: instance.StatePending, Health: flavor.HealthUnknown}
-				created = append(created, m)
-				next = append(next, m)
-			}
-			inflight = append(inflight, pairReplacements(d, batch, created, now)...)
-			members = next
+			members = append(next, created...)
 
 			healthy := 0
 			for _, m := range members {

@@ -61,30 +61,32 @@ func TestHealVanished(t *testing.T) {
 }
 
 // A member that stays unhealthy past its grace is replaced; within it, it
-// is not.
+// is not. The replacement is made before the member is taken away: the
+// group never runs fewer than its size, and the victim is drained and
+// destroyed only once its replacement was created.
 func TestReplaceUnhealthy(t *testing.T) {
 	t.Parallel()
 	w := newWorkdir(t, stackOf(4, "a", "simulator", `health { grace = "1s" }`))
 	w.apply()
 	r := start(t, testOptions(w))
-	// The quiet period (one interval) trusts no health yet.
+	// (The quiet period, one interval, only delays the judgement: the
+	// grace counts from the first pass that sees the member unhealthy.)
 	eventually(t, 10*time.Second, "two passes", func() bool { return r.status().Passes > 1 })
-	time.Sleep(time.Second)
 
 	victim := w.instances()[0].ID
 	w.setHealth(victim, "unhealthy")
 	marked := time.Now()
+	fewest := 4
 	eventually(t, 10*time.Second, "the unhealthy member replaced", func() bool {
 		ins := w.instances()
-		for _, in := range ins {
-			if in.ID == victim {
-				return false
-			}
-		}
-		return len(ins) == 4
+		fewest = min(fewest, len(ins))
+		return len(ins) == 4 && !slices.ContainsFunc(ins, func(in record) bool { return in.ID == victim })
 	})
 	if took := time.Since(marked); took < time.Second {
 		t.Errorf("replaced after %s, within the 1s grace", took)
+	}
+	if fewest < 4 {
+		t.Errorf("the group ran %d members while a member was replaced (size 4): the victim went before its replacement came", fewest)
 	}
 	eventually(t, 5*time.Second, "one replaced, one drained and one destroyed event for reason unhealthy", func() bool {
 		evs := r.events()
@@ -92,15 +94,19 @@ func TestReplaceUnhealthy(t *testing.T) {
 			countEvents(evs, status.EventDrained, string(group.ReasonUnhealthy)) == 1 &&
 			countEvents(evs, status.EventDestroyed, string(group.ReasonUnhealthy)) == 1
 	})
-	// The drain is reported before the destroy it precedes.
+	// In order: replaced (announced), the replacement created, then the
+	// victim drained and destroyed.
 	var kinds []status.EventKind
 	for _, e := range r.events() {
-		if string(e.Instance) == victim && (e.Kind == status.EventDrained || e.Kind == status.EventDestroyed) {
+		switch {
+		case string(e.Instance) == victim && slices.Contains([]status.EventKind{status.EventReplaced, status.EventDrained, status.EventDestroyed}, e.Kind),
+			e.Kind == status.EventCreated:
 			kinds = append(kinds, e.Kind)
 		}
 	}
-	if !slices.Equal(kinds, []status.EventKind{status.EventDrained, status.EventDestroyed}) {
-		t.Errorf("events of the victim: %v, want drained then destroyed", kinds)
+	want := []status.EventKind{status.EventReplaced, status.EventCreated, status.EventDrained, status.EventDestroyed}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("events of the replacement: %v, want %v", kinds, want)
 	}
 }
 
@@ -599,7 +605,7 @@ func TestFollowersSynced(t *testing.T) {
 				return false
 			}
 		}
-		view, _, err := cli.DescribeEnrollment(ctx, "nfs")
+		view, err := describeEnrollment(ctx, cli, "nfs")
 		if err != nil || len(view.Authorizations) != len(want) {
 			return false
 		}

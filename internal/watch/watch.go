@@ -279,6 +279,9 @@ type service struct {
 	prov    *providers
 	// ha is set with the etcd backend (leader.go).
 	ha *ha
+	// acting keeps a group's pass and the syncs of its followers apart
+	// (acting.go).
+	acting acting
 
 	// Into the loop: groups whose provider pushed a change, documents
 	// written by other processes, passes finished.

@@ -92,7 +92,8 @@ type Rolling struct {
 	// Outdated counts the members still out of date, the batch in flight
 	// included (group.RollStatus.Outdated).
 	Outdated int `json:"outdated"`
-	// InFlight counts replacements created and not yet healthy.
+	// InFlight counts the rolling update's replacements created and not
+	// yet finished (healthy, and their out-of-date member taken away).
 	InFlight int `json:"in_flight"`
 	// Stopped is set after `infrakit group stop-update`: the roll is halted
 	// until the next apply.
