@@ -510,9 +510,10 @@ func (d *dockerBench) dockerAlone(n int) []time.Duration {
 
 // TestBenchDockerApply times `infrakit apply -auto-approve` of
 // testdata/docker's stack with 100 containers (created, started, registered
-// in HAProxy and enrolled), then `infrakit destroy -auto-approve`; and, for
-// scale, Docker alone creating and starting 20 such containers, 10 at a
-// time as apply does.
+// in HAProxy and enrolled), then `infrakit destroy -auto-approve` (each
+// container deregistered and revoked, drained once the group's drain_delay,
+// 3s by default, has passed, then removed); and, for scale, Docker alone
+// creating and starting 20 such containers, 10 at a time as apply does.
 func TestBenchDockerApply(t *testing.T) {
 	const n, aloneN, parallelism = 100, 20, 10
 	d := newDockerBench(t, n)
@@ -532,7 +533,7 @@ func TestBenchDockerApply(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "docker: apply of %d containers (testdata/docker stack: healthcheck, HAProxy, exports), -parallelism %d\n", n, parallelism)
 	fmt.Fprintf(&b, "apply:   %s (%.1f containers/s)\n", seconds(apply), float64(n)/apply.Seconds())
-	fmt.Fprintf(&b, "destroy: %s\n", seconds(destroy))
+	fmt.Fprintf(&b, "destroy: %s (of which the group's drain_delay: 3s)\n", seconds(destroy))
 	fmt.Fprintf(&b, "Docker alone, create + start of %d such containers, %d at a time, no infrakit: %s (%.1f containers/s)\n",
 		aloneN, parallelism, seconds(alone), float64(aloneN)/alone.Seconds())
 	dockerContext(&b)

@@ -12,9 +12,9 @@ import (
 
 // targetFollow is issue 5's target: from `group scale cattle 10 → 1000`
 // to lb3 and the NFS authorizations showing all 1,000 members. It is judged
-// on the whole span, from invoking the command (which creates the instances
-// and syncs the ingress and the enrollment before it returns) until both
-// listings, asked of the providers, show 1,000.
+// on the whole span, from invoking the command (whose plan creates the
+// instances and registers and authorizes each one once it runs, all before
+// it returns) until both listings, asked of the providers, show 1,000.
 const targetFollow = 2 * time.Second
 
 // walkthroughStack is DESIGN.md's e2e stack.

@@ -189,14 +189,15 @@ func TestLegacyWalkthrough(t *testing.T) {
 			}
 			old.expect(2, "plan", "-detailed-exitcode")
 			// From nothing, the old files and the walk-through's HCL plan
-			// the same groups, routes, backends and authorizations.
+			// the same groups, routes, backends and authorizations: the
+			// same steps, in the same order, with the same dependencies.
 			hcl := newWorkdir(t)
 			hcl.copyStack("testdata/e2e")
 			hcl.init()
 			var fromOld, fromHCL map[string]json.RawMessage
 			old.jsonOf(&fromOld, "plan", "-json")
 			hcl.jsonOf(&fromHCL, "plan", "-json")
-			for _, k := range []string{"stack", "changes", "groups", "ingresses", "enrollments", "summary"} {
+			for _, k := range []string{"format_version", "stack", "changes", "groups", "ingresses", "enrollments", "steps", "summary"} {
 				if len(fromHCL[k]) == 0 {
 					t.Errorf("plan -json has no %q", k)
 				}

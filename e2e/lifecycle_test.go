@@ -137,8 +137,19 @@ func TestGroupsLifecycle(t *testing.T) {
 	if res := w.ok("plan"); !strings.Contains(res.stdout, "is free and will be managed again") {
 		t.Errorf("plan after free does not say the group resumes:\n%s", res)
 	}
+	// Every verb that would act on the freed group refuses it the same way.
+	refusal := `group "miners" is free (not managed): run "infrakit apply" to manage it again, or "infrakit group destroy miners" to destroy it`
+	for _, verb := range [][]string{
+		{"group", "scale", "miners", "3"},
+		{"group", "destroy-instances", "miners", g.ids()[0]},
+		{"group", "stop-update", "miners"},
+	} {
+		if res := w.expect(1, verb...); !strings.Contains(res.stderr, refusal) {
+			t.Errorf("%s on a freed group: stderr lacks %q\n%s", strings.Join(verb[:2], " "), refusal, res)
+		}
+	}
 	if after := w.fileStamps("compute"); !maps.Equal(before, after) {
-		t.Fatalf("free (or plan) touched the provider's instances:\nbefore %v\nafter  %v", before, after)
+		t.Fatalf("free, plan or a refused verb touched the provider's instances:\nbefore %v\nafter  %v", before, after)
 	}
 
 	// apply resumes management.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -113,6 +114,24 @@ func (w *workdir) copyStack(testdataDir string) {
 		}
 		w.writeFile(filepath.Base(f), string(b))
 	}
+}
+
+// groupBlock is the first line of a group block in a stack file.
+var groupBlock = regexp.MustCompile(`(?m)^(group "[^"]+" \{)$`)
+
+// drainAt sets drain_delay = d in every group block of the workdir's stack
+// file name: for tests in which the delay before a member that left its
+// load balancers is drained only slows them down.
+func (w *workdir) drainAt(name, d string) {
+	w.t.Helper()
+	b, err := os.ReadFile(filepath.Join(w.dir, name))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if !groupBlock.Match(b) {
+		w.t.Fatalf("%s has no group block", name)
+	}
+	w.writeFile(name, groupBlock.ReplaceAllString(string(b), fmt.Sprintf("$1\n  drain_delay = %q", d)))
 }
 
 func (w *workdir) writeFile(name, content string) {

@@ -291,6 +291,13 @@ func (l *realLoad) end() []realAnswer {
 	return l.answers
 }
 
+// total is how many requests were answered or failed so far.
+func (l *realLoad) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.answers)
+}
+
 // firstAnswer returns when instance first answered, if it did.
 func (l *realLoad) firstAnswer(instance string) (time.Time, bool) {
 	l.mu.Lock()
@@ -361,7 +368,7 @@ func TestRealStack(t *testing.T) {
 	// SIGKILL one webserver while requests flow: watch replaces it, the
 	// backends follow, and no request fails.
 	l := s.startLoad(3)
-	time.Sleep(300 * time.Millisecond) // requests flowing before the kill
+	within(t, 30*time.Second, "requests flowing before the kill", func() bool { return l.total() >= 30 })
 	victim := members[0]
 	rec := s.records()[victim]
 	killed := time.Now()
@@ -389,7 +396,9 @@ func TestRealStack(t *testing.T) {
 	})
 	first, _ := l.firstAnswer(replacement)
 	t.Logf("the replacement answered its first request through HAProxy %s after the kill", first.Sub(killed).Round(time.Millisecond))
-	time.Sleep(500 * time.Millisecond) // and requests keep flowing after it
+	// And requests keep flowing after it.
+	after := l.total()
+	within(t, 30*time.Second, "requests flowing after the replacement answered", func() bool { return l.total() >= after+50 })
 	answers := l.end()
 	by, failures := realTally(answers)
 	t.Logf("%d requests sent during the replacement, %d failed: %v", len(answers), len(failures), by)

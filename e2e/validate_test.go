@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -59,5 +61,42 @@ func TestValidateBadInput(t *testing.T) {
 				t.Errorf("%s: stderr lacks %q\n%s", verb, want, res)
 			}
 		}
+	}
+}
+
+// TestValidateSharedLoadBalancer: two ingresses naming one load balancer
+// would undo each other's routes and backends, so the stack is refused when
+// it is loaded: init, validate, plan and apply fail, pointing at both
+// places, and nothing is made.
+func TestValidateSharedLoadBalancer(t *testing.T) {
+	w := newWorkdir(t)
+	w.copyStack("testdata/e2e")
+	w.init()
+	b, err := os.ReadFile(filepath.Join(w.dir, "stack.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.writeFile("stack.hcl", string(b)+`
+ingress "other.com" {
+  rule {
+    loadbalancer = loadbalancer.lb1
+    groups       = [group.cattle]
+    route {
+      lb_port  = 443
+      port     = 8443
+    }
+  }
+}
+`)
+	for _, verb := range [][]string{{"init", "-plugin-dir", binDir}, {"validate"}, {"plan"}, {"apply", "-auto-approve"}} {
+		res := w.expect(1, verb...)
+		for _, want := range []string{"Load balancer shared by ingresses", `in ingress "other.com"`, `Load balancer "lb1" is already named by ingress "test.com" at stack.hcl:`} {
+			if !strings.Contains(res.stderr, want) {
+				t.Errorf("%s: stderr lacks %q\n%s", verb[0], want, res)
+			}
+		}
+	}
+	if files := w.simulatorInstances("compute"); len(files) != 0 {
+		t.Errorf("a refused stack made instances: %q", files)
 	}
 }

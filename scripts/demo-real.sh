@@ -11,8 +11,10 @@
 # through HAProxy answered by each process in turn, `infrakit watch`
 # replacing a process killed with `kill -9` while requests keep flowing,
 # HAProxy's backends and the exports file following, scaling to 5, a
-# process that fails its HTTP health check replaced, and destroy leaving
-# no process behind. On the way out it stops what it started: watch, the
+# process that fails its HTTP health check replaced make before break, a
+# scale down to 2 in which no request fails (each process leaving is taken
+# out of HAProxy and the exports, drained, then stopped), and destroy
+# leaving no process behind. On the way out it stops what it started: watch, the
 # web servers and the HAProxy the provider started.
 set -euo pipefail
 
@@ -122,6 +124,30 @@ run() {
 
 now_ms() { date +%s%3N; }
 
+# start_traffic sends requests through HAProxy in the background, one after
+# the other, until stop_traffic, which says how many failed.
+start_traffic() {
+	rm -f traffic.stop
+	(
+		ok=0 bad=0
+		while [[ ! -e traffic.stop ]]; do
+			if curl -sf --max-time 2 -o /dev/null "$url/"; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+		done
+		echo "$ok $bad" >traffic.out
+	) &
+	traffic_pid=$!
+	sleep 0.5 # requests flowing before the change
+}
+
+stop_traffic() {
+	local ok bad
+	touch traffic.stop
+	wait "$traffic_pid" || true
+	traffic_pid=""
+	read -r ok bad <traffic.out
+	echo "    $((ok + bad)) requests through HAProxy $1, $bad failed"
+}
+
 records=.infrakit/process/instances
 
 # alive_ids prints the IDs of the recorded instances whose process runs.
@@ -197,7 +223,7 @@ step "Install the providers from bin/, then check the stack with each of them"
 run infrakit init -plugin-dir "$bin"
 run infrakit validate
 
-step "Apply: 3 web server processes, HAProxy started with a route on $url, 3 exports"
+step "Apply: 3 web server processes, HAProxy started with a route on $url; each process is registered with HAProxy and exported once it runs"
 run infrakit apply -auto-approve
 run infrakit group describe web
 
@@ -229,25 +255,13 @@ head -n 2 watch.log
 echo "    watch sees 3 healthy web servers ($api)"
 
 step "kill -9 one web server while requests flow through HAProxy: watch replaces it"
-traffic() {
-	local ok=0 bad=0
-	while [[ ! -e traffic.stop ]]; do
-		if curl -sf --max-time 2 -o /dev/null "$url/"; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
-	done
-	echo "    $((ok + bad)) requests through HAProxy during the replacement, $bad failed"
-}
-traffic >traffic.out &
-traffic_pid=$!
-sleep 0.5
+start_traffic
 victim="$(alive_ids | sed -n 1p)"
 pid="$(pid_of "$records/$victim.json")"
 run kill -9 "$pid"
 await_group 3 "$victim"
 sleep 1
-touch traffic.stop
-wait "$traffic_pid" || true
-traffic_pid=""
-cat traffic.out
+stop_traffic "during the replacement"
 run infrakit lb backends ls web
 exports_show
 
@@ -257,18 +271,29 @@ requests 15
 exports_show
 
 step "Make one process fail its HTTP health check: while fail/<its ID> exists, its /health answers 500"
+start_traffic
 sick="$(alive_ids | sed -n 1p)"
 p="$(sed -n 's/.*"port": *\([0-9][0-9]*\).*/\1/p' "$records/$sick.json" | sed -n 1p)"
 mkdir -p fail
 run touch "fail/$sick"
 echo "\$ curl -s http://127.0.0.1:$p/health"
 curl -s --max-time 2 "http://127.0.0.1:$p/health" || true
-echo "    watch replaces it once it has been unhealthy for the group's 2s grace"
+echo "    once it has been unhealthy for the group's 2s grace, watch replaces it, make before break: the new"
+echo "    process runs healthy and is registered and exported before the sick one is taken out of HAProxy"
+echo "    and the exports, drained (after the group's drain_delay, 3s by default) and stopped"
 await_group 5 "$sick"
+stop_traffic "during the replacement"
 run infrakit group describe web
 
 step "What watch saw and did"
 grep -E 'vanished|replacing|created instance|destroyed instance|unhealthy|followers' watch.log | cut -c1-160 | tail -n 16 || true
+
+step "Scale down to 2 while requests flow: the 3 processes leaving are taken out of HAProxy and the exports, drained after 3s for the requests in flight, then stopped"
+start_traffic
+run infrakit group scale web 2
+stop_traffic "during the scale-down"
+run infrakit lb backends ls web
+exports_show
 
 step "Stop watch, then destroy: no web server, no export, no route is left"
 kill "$watch_pid"

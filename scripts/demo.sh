@@ -10,7 +10,11 @@
 # touched), apply again (infrakit takes it back), heal three vanished
 # instances with `infrakit watch` running, and destroy everything.
 # Along the way the ingress keeps the three load balancers' routes and
-# backends, and the enrollment the NFS authorizations, in step with the groups.
+# backends, and the enrollment the NFS authorizations, in step with the
+# groups: the plan is a graph of steps, apply runs exactly those steps and
+# counts what the plan counted, every new member is registered and
+# authorized once it runs, and every member that goes is deregistered and
+# revoked first, then drained and destroyed.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,6 +65,31 @@ simulator_count() {
 	echo "    the simulator holds $n instances (files in $dir)"
 }
 
+# await_watch waits (up to 60s) until the watch started in the background
+# serves its status and, when curl is there to ask, has made its first pass.
+await_watch() {
+	local api="" passes
+	for _ in $(seq 600); do
+		api="$(sed -n 's|.*serving \(http://[^ ]*/v1/status\).*|\1|p' watch.log | sed -n 1p)"
+		if [[ -n "$api" ]]; then
+			if ! command -v curl >/dev/null; then
+				break
+			fi
+			passes="$(curl -s --max-time 2 "$api" | tr -d ' \n' | sed -n 's/.*"passes":\([0-9]*\).*/\1/p')"
+			if [[ -n "$passes" && "$passes" -gt 0 ]]; then
+				echo "    watch serves $api and has made its first pass"
+				return
+			fi
+		fi
+		sleep 0.1
+	done
+	if [[ -z "$api" ]]; then
+		echo "demo: watch did not start; its log:" >&2
+		cat watch.log >&2
+		exit 1
+	fi
+}
+
 # member_ids prints the IDs of a group's instances, from `group describe`
 # (a header line, a blank line, the column names, then one row each).
 member_ids() {
@@ -78,10 +107,10 @@ run cat .infrakit.lock.hcl
 step "Check the stack: syntax, references, and each provider's opinion of its properties"
 run infrakit validate
 
-step "What would apply do? Nothing exists yet, so: create both groups"
+step "What would apply do? Nothing exists yet, so: create both groups, publish the routes, and register and authorize each new member once it runs"
 run infrakit plan
 
-step "Apply it: 5 miners and 10 cattle, provisioned by the simulator and prepared by vanilla; then the ingress publishes the routes and registers the members, and the enrollment authorizes each cattle member"
+step "Apply it: the plan's steps run, at most 10 provider calls at once: 5 miners and 10 cattle provisioned by the simulator and prepared by vanilla, the routes published, and each member registered on its load balancers (and each cattle member authorized) as soon as it runs. The Resources line counts what the Plan line promised"
 run infrakit apply -auto-approve
 simulator_count
 
@@ -110,7 +139,7 @@ simulator_count
 step "Scaling returned with the load balancers already following: lb1 and lb2 now route to 8 miners"
 run infrakit lb backends ls lb1 -json
 
-step "Destroy two chosen cattle: the group shrinks to 8 and does not grow them back"
+step "Destroy two chosen cattle: each is revoked and taken out of lb3 first, then drained (after the group's drain_delay, 3s by default, for requests in flight) and destroyed; the group shrinks to 8 and does not grow them back"
 mapfile -t victims < <(member_ids cattle | head -n 2)
 run infrakit group destroy-instances cattle "${victims[@]}"
 run infrakit group ls
@@ -144,7 +173,7 @@ echo "\$ infrakit watch -interval 5s -listen 127.0.0.1:0 &"
 infrakit watch -interval 5s -listen 127.0.0.1:0 >watch.log 2>&1 &
 watch_pid=$!
 trap 'kill -TERM "$watch_pid" 2>/dev/null || true' ERR
-sleep 2
+await_watch
 
 step "Remove three cattle behind infrakit's back: delete their files from the simulator's store"
 mapfile -t vanished < <(member_ids cattle | head -n 3)
@@ -186,11 +215,11 @@ wait "$watch_pid" && echo "    watch exited with status 0"
 trap - ERR
 tail -n 3 watch.log
 
-step "Destroy the miners' group alone: lb1 and lb2 are left with no backends"
+step "Destroy the miners' group alone: its members leave lb1 and lb2, are drained, then destroyed; lb1 and lb2 are left with no backends"
 run infrakit group destroy miners -auto-approve
 run infrakit lb backends ls lb1
 
-step "Destroy everything the stack made: routes, backends and authorizations go first, then the instances"
+step "Destroy everything the stack made: every member is revoked and deregistered, then drained and destroyed, and the routes are unpublished"
 run infrakit destroy -auto-approve
 simulator_count
 run infrakit lb routes ls lb3

@@ -143,6 +143,16 @@ func (b *builder) groupSteps(g *config.Group, members []group.Member, w GroupWor
 			b.after(a.provision, destroys...)
 		}
 	}
+	// Replacements finished now: the old member goes (a roll's next batch
+	// waits for that, so the group never holds more than max_parallel
+	// members beyond its size).
+	for _, r := range w.Finish {
+		l := b.leaveSteps(object, provider, g, r.Old, string(r.Reason), pets)
+		a := &arrival{group: g.Name, logicalID: r.LogicalID, id: r.New, replaces: l}
+		l.by = a
+		b.arrivals[g.Name] = append(b.arrivals[g.Name], a)
+		destroys = append(destroys, l.destroy)
+	}
 	for _, gone := range w.Gone {
 		b.addLeave(&leave{group: g.Name, id: gone, pet: pets && lids[gone] != ""})
 	}
@@ -173,12 +183,6 @@ func (b *builder) groupSteps(g *config.Group, members []group.Member, w GroupWor
 			}
 		}
 		prev = cur
-	}
-	for _, r := range w.Finish {
-		l := b.leaveSteps(object, provider, g, r.Old, string(r.Reason), pets)
-		a := &arrival{group: g.Name, logicalID: r.LogicalID, id: r.New, replaces: l}
-		l.by = a
-		b.arrivals[g.Name] = append(b.arrivals[g.Name], a)
 	}
 }
 

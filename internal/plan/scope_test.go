@@ -184,6 +184,19 @@ func scopedGraphCases() []graphCase {
 					t.Errorf("Summary = %+v", p.Summary)
 				}
 			}},
+		{name: "a watch finishing a replacement and starting a roll batch: the batch waits for the finish",
+			setup: func(t *testing.T) (*config.Stack, *state.Document, World, Scope) {
+				g := cattleGroup("web", 2, "v2")
+				st := stackOf(g)
+				ms := map[string][]group.Member{"web": append(running("w", 2, "old-hash"), running("w", 3, hashOf(t, g))[2])}
+				work := GroupWork{Finish: []Replacement{{Old: "w-0", New: "w-2", Reason: instance.ReasonRollingUpdate}},
+					Batches: [][]Replacement{{{Old: "w-1", Reason: instance.ReasonRollingUpdate}}}}
+				return st, storedAs(st, ms), converged(t, st, ms), Scope{Groups: []string{"web"}, Work: map[string]GroupWork{"web": work}}
+			},
+			check: func(t *testing.T, p *Plan) {
+				prov := one(t, p.Steps, "provisioning for w-1", func(s Step) bool { return s.Kind == StepProvision && s.Replaces == "w-1" })
+				mustReach(t, p.Steps, prov, one(t, p.Steps, "destroying w-0", kind(StepDestroy, "w-0")))
+			}},
 		{name: "a watch re-creating a vanished member: its backend goes at once, its authorization once the new one's is made",
 			setup: func(t *testing.T) (*config.Stack, *state.Document, World, Scope) {
 				g := cattleGroup("web", 2, "v1")

@@ -9,8 +9,11 @@
 # containers labelled with their group and answering through HAProxy on
 # 127.0.0.1:18080, `infrakit watch` replacing a container killed with
 # `docker kill`, two removed with `docker rm -f`, and one that fails its
-# HTTP health check, while requests keep flowing through HAProxy and its
-# backends follow; scaling to 6; destroy leaving no container of the stack
+# HTTP health check (make before break: its replacement runs healthy and
+# serves before it is taken out of HAProxy, drained and stopped), while
+# requests keep flowing through HAProxy and its backends follow; scaling to
+# 6 and back to 3 (the containers leaving are deregistered, drained, then
+# stopped, so no request fails); destroy leaving no container of the stack
 # behind.
 set -euo pipefail
 
@@ -139,6 +142,25 @@ traffic_summary() {
 	echo "    requests through HAProxy since watch started: $ok answered, $failed failed"
 }
 
+# await_watch waits (up to 60s) until the watch started in the background
+# serves its status and has made its first pass.
+await_watch() {
+	local api="" passes
+	for _ in $(seq 600); do
+		api="$(sed -n 's|.*serving \(http://[^ ]*/v1/status\).*|\1|p' watch.log | sed -n 1p)"
+		if [[ -n "$api" ]]; then
+			passes="$(curl -s --max-time 2 "$api" | tr -d ' \n' | sed -n 's/.*"passes":\([0-9]*\).*/\1/p')"
+			if [[ -n "$passes" && "$passes" -gt 0 ]]; then
+				return
+			fi
+		fi
+		sleep 0.1
+	done
+	echo "demo-docker: watch did not make its first pass within 60s; its log:" >&2
+	cat watch.log >&2
+	exit 1
+}
+
 # await_group N GONE... waits (up to 60s) until N containers run and none of
 # GONE does, and prints how long that took.
 await_group() {
@@ -197,7 +219,7 @@ run infrakit group describe web
 step "Start infrakit watch in the background: Docker's event stream tells it at once when a container dies"
 infrakit watch >watch.log 2>&1 &
 watch_pid=$!
-sleep 2
+await_watch
 tail -n 3 watch.log
 echo "    (from now on a request goes through HAProxy every 50 ms in the background; failures are counted)"
 (
@@ -221,7 +243,7 @@ run docker rm -f "${victims[@]}"
 await_group 3 "${victims[@]}"
 await_backends
 
-step "Make one container fail its HTTP health check (POST /fail): after the group's 5s grace, watch replaces it"
+step "Make one container fail its HTTP health check (POST /fail): after the group's 5s grace, watch replaces it, make before break: the new container runs healthy and is registered before the sick one is deregistered, drained (drain_delay, 3s by default) and stopped"
 sick="$(running_ids | head -n 1)"
 ip="$(ip_of "$sick")"
 echo "\$ curl -s -X POST http://$ip:8080/fail"
@@ -240,6 +262,11 @@ run cat "$INFRAKIT_NFS_EXPORTS_FILE"
 step "Scale to 6: six containers labelled infrakit.group=web"
 run infrakit group scale web 6
 run docker ps --filter "label=infrakit.group=web" --format '{{.ID}} {{.Names}} {{.Status}}'
+await_backends
+
+step "Scale back to 3: the three containers leaving are taken out of HAProxy and the exports first, drained after 3s, then stopped"
+run infrakit group scale web 3
+await_group 3
 await_backends
 
 step "What watch saw and did"
