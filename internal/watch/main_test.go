@@ -350,6 +350,14 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// morePasses waits until watch finished n more passes than it had: what a
+// test that checks nothing happened waits for, instead of a while.
+func morePasses(t *testing.T, r *running, n uint64) {
+	t.Helper()
+	from := r.status().Passes
+	eventually(t, 30*time.Second, fmt.Sprintf("%d more passes", n), func() bool { return r.status().Passes >= from+n })
+}
+
 // countEvents counts the events of a kind (and reason, if given).
 func countEvents(evs []status.Event, kind status.EventKind, reason string) int {
 	n := 0

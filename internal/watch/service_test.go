@@ -268,7 +268,7 @@ func TestStopUpdate(t *testing.T) {
 	// The replacement in flight is finished (the group keeps its size);
 	// nothing more is replaced.
 	stopped := current()
-	time.Sleep(1200 * time.Millisecond)
+	morePasses(t, r, 3)
 	if n := current(); n != stopped || n == 4 {
 		t.Errorf("after stop-update: %d current members, then %d (of 4)", stopped, n)
 	}
@@ -419,7 +419,7 @@ func TestFollowsTheState(t *testing.T) {
 	w.writeStack(stackOf(5, "a", "vanilla", ""))
 	w.apply() // takes the lock between passes, then watch re-reads the state
 	eventually(t, 10*time.Second, "status desired 5", func() bool { return r.group().Desired == 5 })
-	time.Sleep(1500 * time.Millisecond)
+	morePasses(t, r, 3)
 	if n := len(w.instances()); n != 5 {
 		t.Fatalf("%d instances after apply to 5 with watch running", n)
 	}
@@ -457,7 +457,7 @@ func TestReload(t *testing.T) {
 	if msg := lastReload(); !strings.Contains(msg, "do not load") {
 		t.Errorf("reload of broken files: %q", msg)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	morePasses(t, r, 3)
 	if n := len(w.instances()); n != 2 || r.group().Desired != 2 {
 		t.Errorf("after a broken reload: %d instances, desired %d; want the applied 2", n, r.group().Desired)
 	}
