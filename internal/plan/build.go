@@ -28,6 +28,7 @@ type builder struct {
 	// ID, authorized authorizations by enrollment and member.
 	registered   map[backendKey]StepID
 	deregistered map[backendKey]StepID
+	unpublished  map[routeKey]StepID
 	revoked      map[authKey]StepID
 	authorized   map[authKey]StepID
 	// awaits are the awaits of pending members, by group and ID, and
@@ -47,6 +48,11 @@ type backendKey struct {
 }
 
 type authKey struct{ where, id string }
+
+type routeKey struct {
+	lb   string // LBKey
+	port int
+}
 
 // leave is a member the plan takes away.
 type leave struct {
@@ -101,6 +107,7 @@ func newBuilder() *builder {
 		arrivals:     map[string][]*arrival{},
 		registered:   map[backendKey]StepID{},
 		deregistered: map[backendKey]StepID{},
+		unpublished:  map[routeKey]StepID{},
 		revoked:      map[authKey]StepID{},
 		authorized:   map[authKey]StepID{},
 		awaits:       map[string]StepID{},

@@ -3,6 +3,8 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/enrollment"
@@ -180,6 +182,7 @@ func (b *builder) releaseHeld(src string, held []nfs.Authorization, fresh []*arr
 		}
 	}
 	left := 0
+	var untagged []nfs.Authorization
 	for _, h := range held {
 		source := enrollment.SourceOf(h)
 		if l := b.leaverOf(src, source); l != nil && l.destroy != 0 {
@@ -194,16 +197,42 @@ func (b *builder) releaseHeld(src string, held []nfs.Authorization, fresh []*arr
 			continue
 		}
 		lid := h.Tags[tags.LogicalID]
-		queue := unpaired[lid]
-		if len(queue) == 0 {
+		if lid == "" {
+			untagged = append(untagged, h)
+			continue
+		}
+		if by := take(unpaired, lid); by != nil {
+			revoke(enrollment.Revocation{Authorization: h, Reason: enrollment.ReasonMemberGone}, b.authorizedFor(name, by))
+		} else {
+			left++
+		}
+	}
+	// An authorization without a logical ID (cattle's, or made before the
+	// tag was set) is held for any member the group awaits: the plain
+	// creates first, then the pets no tagged authorization was paired with.
+	others := slices.Sorted(maps.Keys(unpaired))
+	for _, h := range untagged {
+		by := take(unpaired, "")
+		for i := 0; by == nil && i < len(others); i++ {
+			by = take(unpaired, others[i])
+		}
+		if by == nil {
 			left++
 			continue
 		}
-		by := queue[0]
-		unpaired[lid] = queue[1:]
 		revoke(enrollment.Revocation{Authorization: h, Reason: enrollment.ReasonMemberGone}, b.authorizedFor(name, by))
 	}
 	return left
+}
+
+// take takes the first arrival of queues[lid], if any.
+func take(queues map[string][]*arrival, lid string) *arrival {
+	q := queues[lid]
+	if len(q) == 0 {
+		return nil
+	}
+	queues[lid] = q[1:]
+	return q[0]
 }
 
 // beforeDrain makes a leaving member's drain wait for the revocation of

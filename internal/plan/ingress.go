@@ -97,9 +97,7 @@ func (b *builder) routeSteps(at lbAt, d ingress.DesiredLB, obs LoadBalancerView,
 	ch := ingress.Diff(d, obs.Routes, nil, nil, false)
 	var routes []StepID
 	for _, r := range ch.Unpublish {
-		s := at.step(StepUnpublish)
-		s.Route = ptr(r)
-		routes = append(routes, b.add(s))
+		routes = append(routes, b.unpublish(at, r))
 	}
 	for _, r := range ch.Republish {
 		s := at.step(StepRepublish)
@@ -245,6 +243,21 @@ func (b *builder) breaking(l *leave, id StepID) {
 	}
 }
 
+// unpublish adds the unpublishing of route r from at, once: the ingress
+// that names a load balancer now and the one that let go of it may both
+// want a route there gone.
+func (b *builder) unpublish(at lbAt, r loadbalancer.Route) StepID {
+	key := routeKey{lb: at.key, port: r.LoadBalancerPort}
+	if id, done := b.unpublished[key]; done {
+		return id
+	}
+	s := at.step(StepUnpublish)
+	s.Route = ptr(r)
+	id := b.add(s)
+	b.unpublished[key] = id
+	return id
+}
+
 // deregister adds the deregistration of backend r from at, once.
 func (b *builder) deregister(at lbAt, r loadbalancer.Backend) StepID {
 	key := backendKey{lb: at.key, id: r.ID}
@@ -292,9 +305,7 @@ func (b *builder) teardownLB(object string, lb *config.LoadBalancer, remain ingr
 	at := lbAt{object: object, provider: lb.Provider, name: lb.Name, key: key}
 	var steps []StepID
 	for _, r := range ch.Unpublish {
-		s := at.step(StepUnpublish)
-		s.Route = ptr(r)
-		steps = append(steps, b.add(s))
+		steps = append(steps, b.unpublish(at, r))
 	}
 	for _, r := range ch.Deregister {
 		id := b.deregister(at, r)

@@ -262,6 +262,36 @@ func followerGraphCases() []graphCase {
 				return st, storedAs(old, ms), converged(t, old, ms), Scope{}
 			},
 			check: checkGroupLeaves},
+		{name: "a load balancer passing to another ingress: a route neither wants is unpublished once",
+			setup: func(t *testing.T) (*config.Stack, *state.Document, World, Scope) {
+				g := cattleGroup("web", 1, "v1")
+				old := withIngress(stackOf(g), "old", []string{"lb1"}, "web")
+				ms := map[string][]group.Member{"web": running("w", 1, hashOf(t, g))}
+				st := withIngress(stackOf(g), "new", []string{"lb1"}, "web")
+				st.Ingresses[0].Rules[0].Routes = []config.Route{route(443)}
+				return st, storedAs(old, ms), converged(t, old, ms), Scope{}
+			},
+			check: func(t *testing.T, p *Plan) {
+				if n := len(find(p.Steps, kind(StepUnpublish))); n != 1 || p.Summary.Unpublish != 1 || p.Summary.Publish != 1 {
+					t.Errorf("%d unpublish steps, summary %+v; want lb1:80 unpublished once, 443 published:\n%s", n, p.Summary, dump(p.Steps))
+				}
+			}},
+		{name: "an enrollment moved to pets not made yet: the old source's authorization goes once the pet's is made",
+			setup: func(t *testing.T) (*config.Stack, *state.Document, World, Scope) {
+				cattle := cattleGroup("cattle", 1, "v1")
+				old := withEnrollment(stackOf(cattle), "nfs", "cattle")
+				ms := map[string][]group.Member{"cattle": running("c", 1, hashOf(t, cattle))}
+				st := withEnrollment(stackOf(cattle, petGroup("pets", "10.0.0.1")), "nfs", "pets")
+				return st, storedAs(old, ms), converged(t, old, ms), Scope{}
+			},
+			check: func(t *testing.T, p *Plan) {
+				prov := one(t, p.Steps, "provisioning the pet", kind(StepProvision))
+				revoke := one(t, p.Steps, "revoking the cattle member's authorization", kind(StepRevoke, "c-0"))
+				mustReach(t, p.Steps, revoke, one(t, p.Steps, "authorizing the pet", madeBy(StepAuthorize, prov.ID)))
+				if p.Enrollments[0].Deferred != 0 {
+					t.Errorf("enrollment = %+v: nothing should stay held", p.Enrollments[0])
+				}
+			}},
 		{name: "an ingress dropping a load balancer: recorded pending, torn down, cleared",
 			setup: func(t *testing.T) (*config.Stack, *state.Document, World, Scope) {
 				_, doc, w := web(t, 2, 2)
