@@ -129,7 +129,7 @@ func (r *Runner) State(ctx context.Context) (*state.Document, error) { return r.
 func (r *Runner) Groups() controller.Group { return groups{r} }
 
 // Ingresses is the controller of the stack's ingresses.
-func (r *Runner) Ingresses() controller.Controller { return ingresses{r} }
+func (r *Runner) Ingresses() controller.Controller { return followers{r, controller.KindIngress} }
 
 // Enrollments is the controller of the stack's enrollments.
-func (r *Runner) Enrollments() controller.Controller { return enrollments{r} }
+func (r *Runner) Enrollments() controller.Controller { return followers{r, controller.KindEnrollment} }

@@ -22,15 +22,16 @@ import (
 // balancers. Describe asks the providers; the verbs that act plan and
 // execute, as groups' do.
 
-type (
-	ingresses   struct{ r *Runner }
-	enrollments struct{ r *Runner }
-)
+// followers is the controller of one kind of follower (ingresses or
+// enrollments): the verbs are the same for both; what differs is where
+// the blocks are in a stack (has, without, with, specOf) and what
+// Describe asks.
+type followers struct {
+	r    *Runner
+	kind string
+}
 
-var (
-	_ controller.Controller = ingresses{}
-	_ controller.Controller = enrollments{}
-)
+var _ controller.Controller = followers{}
 
 // stackFor returns the stack the object verbs read: the stored one when it
 // has the object, else the stack files (read without providers).
@@ -96,27 +97,118 @@ func (r *Runner) LoadBalancerBackends(ctx context.Context, name string) ([]loadb
 	return bs, nil
 }
 
-// Describe asks the ingress's load balancers for their routes and backends.
-// Object.State is a list of ingress.View.
-func (c ingresses) Describe(ctx context.Context, meta *controller.Metadata) ([]controller.Object, error) {
+// has reports whether st has the follower named.
+func (c followers) has(st *config.Stack, name string) bool {
+	if c.kind == controller.KindIngress {
+		return st.Ingress(name) != nil
+	}
+	return st.Enrollment(name) != nil
+}
+
+func (c followers) without(st *config.Stack, name string) *config.Stack {
+	out := *st
+	if c.kind == controller.KindIngress {
+		out.Ingresses = slices.DeleteFunc(slices.Clone(out.Ingresses), func(in *config.Ingress) bool { return in.Name == name })
+	} else {
+		out.Enrollments = slices.DeleteFunc(slices.Clone(out.Enrollments), func(e *config.Enrollment) bool { return e.Name == name })
+	}
+	return &out
+}
+
+// with is st with the block of spec in place of (or beside) name's.
+func (c followers) with(st *config.Stack, name string, props json.RawMessage) (*config.Stack, error) {
+	out := *st
+	if c.kind == controller.KindIngress {
+		var in config.Ingress
+		if err := json.Unmarshal(props, &in); err != nil {
+			return nil, fmt.Errorf("ingress %q: decode spec: %w", name, err)
+		}
+		out.Ingresses = replaceNamed(out.Ingresses, &in, func(x *config.Ingress) bool { return x.Name == name })
+		return &out, nil
+	}
+	var e config.Enrollment
+	if err := json.Unmarshal(props, &e); err != nil {
+		return nil, fmt.Errorf("enrollment %q: decode spec: %w", name, err)
+	}
+	out.Enrollments = replaceNamed(out.Enrollments, &e, func(x *config.Enrollment) bool { return x.Name == name })
+	return &out, nil
+}
+
+// replaceNamed is a copy of list with v in place of the element that is,
+// or v appended.
+func replaceNamed[T any](list []T, v T, is func(T) bool) []T {
+	out := slices.Clone(list)
+	if i := slices.IndexFunc(out, is); i >= 0 {
+		out[i] = v
+		return out
+	}
+	return append(out, v)
+}
+
+func (c followers) specOf(st *config.Stack, name string) controller.Spec {
+	var block any = st.Enrollment(name)
+	if c.kind == controller.KindIngress {
+		block = st.Ingress(name)
+	}
+	props, _ := json.Marshal(block) // a stored block always encodes
+	return controller.Spec{Kind: c.kind, Metadata: controller.Metadata{Name: name}, Properties: props}
+}
+
+func (c followers) records(doc *state.Document) map[string]*state.ControllerStatus {
+	if c.kind == controller.KindIngress {
+		return doc.Ingresses
+	}
+	return doc.Enrollments
+}
+
+// scope is the plan's scope of the follower named, resumed when freed:
+// asking for a destroy or a commit of it is the approval.
+func (c followers) scope(name string) plan.Scope {
+	s := plan.Scope{Resume: []string{plan.Address(c.kind, name)}}
+	if c.kind == controller.KindIngress {
+		s.Ingresses = []string{name}
+	} else {
+		s.Enrollments = []string{name}
+	}
+	return s
+}
+
+// Describe observes the follower: an ingress's load balancers (Object.State
+// is a list of ingress.View) or an enrollment's authorizations (an
+// enrollment.View).
+func (c followers) Describe(ctx context.Context, meta *controller.Metadata) ([]controller.Object, error) {
 	if meta == nil {
-		return nil, fmt.Errorf("ingress describe: name the ingress")
+		return nil, fmt.Errorf("%s describe: name the %s", c.kind, c.kind)
 	}
 	name := meta.Name
-	st, doc, err := c.r.stackFor(ctx, func(s *config.Stack) bool { return s.Ingress(name) != nil })
+	st, doc, err := c.r.stackFor(ctx, func(s *config.Stack) bool { return c.has(s, name) })
 	if err != nil {
 		return nil, err
 	}
 	if st == nil {
-		return nil, fmt.Errorf("ingress %q is declared neither in the applied stack nor in the stack files", name)
+		return nil, fmt.Errorf("%s %q is declared neither in the applied stack nor in the stack files", c.kind, name)
 	}
+	var view any
+	if c.kind == controller.KindIngress {
+		view, err = c.r.ingressView(ctx, st, name)
+	} else {
+		view, err = c.r.enrollmentView(ctx, st.Enrollment(name))
+	}
+	if err != nil {
+		return nil, err
+	}
+	state, _ := json.Marshal(view)
+	return []controller.Object{{Spec: c.specOf(st, name), Freed: freed(c.records(doc), name), State: state}}, nil
+}
+
+func (r *Runner) ingressView(ctx context.Context, st *config.Stack, name string) ([]ingress.View, error) {
 	var views []ingress.View
 	for _, d := range ingress.DesiredLBs(st.Ingress(name)) {
 		lb := st.LoadBalancer(d.LoadBalancer)
 		if lb == nil {
 			return nil, fmt.Errorf("ingress %q: load balancer %q is not declared", name, d.LoadBalancer)
 		}
-		v := c.r.observeLB(ctx, lb)
+		v := r.observeLB(ctx, lb)
 		if v.Err != nil {
 			return nil, fmt.Errorf("ingress %q: load balancer %q: %w", name, lb.Name, v.Err)
 		}
@@ -124,247 +216,120 @@ func (c ingresses) Describe(ctx context.Context, meta *controller.Metadata) ([]c
 		slices.SortFunc(v.Backends, func(a, b loadbalancer.Backend) int { return cmp.Compare(a.ID, b.ID) })
 		views = append(views, ingress.ViewOf(lb.Name, v.Routes, v.Backends))
 	}
-	state, _ := json.Marshal(views)
-	spec, _ := ingressSpec(st.Ingress(name))
-	return []controller.Object{{Spec: spec, Freed: freed(doc.Ingresses, name), State: state}}, nil
+	return views, nil
 }
 
-func ingressSpec(in *config.Ingress) (controller.Spec, error) {
-	props, err := json.Marshal(in)
-	return controller.Spec{Kind: controller.KindIngress, Metadata: controller.Metadata{Name: in.Name}, Properties: props}, err
-}
-
-func freed(m map[string]*state.ControllerStatus, name string) bool {
-	return m[name] != nil && m[name].Freed
-}
-
-// storedObject checks that the state's stack has an ingress or enrollment.
-func storedObject(doc *state.Document, kind, name string) error {
-	has := false
-	if doc.Stack != nil {
-		has = kind == controller.KindIngress && doc.Stack.Ingress(name) != nil ||
-			kind == controller.KindEnrollment && doc.Stack.Enrollment(name) != nil
-	}
-	if !has {
-		return fmt.Errorf("%s %q is not in the state (apply the stack first)", kind, name)
-	}
-	return nil
-}
-
-// Free stops syncing an ingress and touches nothing; a later apply resumes it.
-func (c ingresses) Free(ctx context.Context, meta *controller.Metadata) ([]controller.Object, *controller.Result, error) {
-	if meta == nil {
-		return nil, nil, fmt.Errorf("ingress free: name the ingress")
-	}
-	res, err := c.r.free(ctx, "ingress free", controller.KindIngress, meta.Name, func(doc *state.Document) error {
-		return storedObject(doc, controller.KindIngress, meta.Name)
-	})
-	if err != nil {
-		return nil, res, err // no object claims a free that failed
-	}
-	return []controller.Object{{Spec: controller.Spec{Kind: controller.KindIngress, Metadata: *meta}, Freed: true}}, res, nil
-}
-
-// Destroy unpublishes the routes and deregisters the backends of an
-// ingress's load balancers (what other ingresses' rules want there stays)
-// and removes it from the state; a later apply of a stack that still
-// declares it publishes it again.
-func (c ingresses) Destroy(ctx context.Context, meta *controller.Metadata) (*controller.Result, error) {
-	if meta == nil {
-		return nil, fmt.Errorf("ingress destroy: name the ingress")
-	}
-	_, res, err := c.r.act(ctx, "ingress destroy", false, func(doc *state.Document) (verb, error) {
-		return c.destroyVerb(doc, meta.Name)
-	})
-	return res, err
-}
-
-func (c ingresses) destroyVerb(doc *state.Document, name string) (verb, error) {
-	if err := storedObject(doc, controller.KindIngress, name); err != nil {
-		return verb{}, err
-	}
-	out := *doc.Stack
-	out.Ingresses = slices.DeleteFunc(slices.Clone(out.Ingresses), func(in *config.Ingress) bool { return in.Name == name })
-	// Asking for the destroy of a freed ingress is the approval.
-	return verb{desired: &out, scope: plan.Scope{Ingresses: []string{name}, Resume: []string{plan.Address(plan.KindIngress, name)}}}, nil
-}
-
-// Plan is what Commit would do.
-func (c ingresses) Plan(ctx context.Context, op controller.Operation, spec controller.Spec) (*plan.Plan, error) {
-	p, _, err := c.r.act(ctx, "ingress plan", true, c.commitVerb(op, spec))
-	return p, err
-}
-
-// Commit syncs the ingress to spec (stored as its configuration), or
-// destroys it.
-func (c ingresses) Commit(ctx context.Context, op controller.Operation, spec controller.Spec) (*controller.Result, error) {
-	_, res, err := c.r.act(ctx, "ingress commit", false, c.commitVerb(op, spec))
-	return res, err
-}
-
-func (c ingresses) commitVerb(op controller.Operation, spec controller.Spec) func(*state.Document) (verb, error) {
-	return func(doc *state.Document) (verb, error) {
-		name := spec.Metadata.Name
-		if op == controller.Destroy {
-			return c.destroyVerb(doc, name)
-		}
-		var in config.Ingress
-		if err := json.Unmarshal(spec.Properties, &in); err != nil {
-			return verb{}, fmt.Errorf("ingress %q: decode spec: %w", name, err)
-		}
-		if doc.Stack == nil {
-			return verb{}, fmt.Errorf("ingress %q: no stack is stored: apply one first", name)
-		}
-		out := *doc.Stack
-		out.Ingresses = slices.Clone(out.Ingresses)
-		if i := slices.IndexFunc(out.Ingresses, func(x *config.Ingress) bool { return x.Name == name }); i >= 0 {
-			out.Ingresses[i] = &in
-		} else {
-			out.Ingresses = append(out.Ingresses, &in)
-		}
-		return verb{desired: &out, scope: plan.Scope{Ingresses: []string{name}, Resume: []string{plan.Address(plan.KindIngress, name)}}}, nil
-	}
-}
-
-// Spec returns the specs of the stored ingresses.
-func (c ingresses) Spec(ctx context.Context) ([]controller.Spec, error) {
-	doc, err := c.r.store.Read(ctx)
-	if err != nil || doc.Stack == nil {
-		return nil, err
-	}
-	var out []controller.Spec
-	for _, in := range doc.Stack.Ingresses {
-		s, err := ingressSpec(in)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// Describe asks an enrollment's target for its authorizations. Object.State
-// is an enrollment.View.
-func (c enrollments) Describe(ctx context.Context, meta *controller.Metadata) ([]controller.Object, error) {
-	if meta == nil {
-		return nil, fmt.Errorf("enrollment describe: name the enrollment")
-	}
-	name := meta.Name
-	st, doc, err := c.r.stackFor(ctx, func(s *config.Stack) bool { return s.Enrollment(name) != nil })
-	if err != nil {
-		return nil, err
-	}
-	if st == nil {
-		return nil, fmt.Errorf("enrollment %q is declared neither in the applied stack nor in the stack files", name)
-	}
-	e := st.Enrollment(name)
-	v := c.r.observeTarget(ctx, e.Target)
+func (r *Runner) enrollmentView(ctx context.Context, e *config.Enrollment) (enrollment.View, error) {
+	v := r.observeTarget(ctx, e.Target)
 	if v.Err != nil {
-		return nil, fmt.Errorf("enrollment %q: %w", name, v.Err)
+		return enrollment.View{}, fmt.Errorf("enrollment %q: %w", e.Name, v.Err)
 	}
 	var ours []nfs.Authorization
 	for _, a := range v.Authorizations {
-		if enrollment.Ours(name, a) {
+		if enrollment.Ours(e.Name, a) {
 			ours = append(ours, a)
 		}
 	}
 	slices.SortFunc(ours, func(a, b nfs.Authorization) int {
 		return cmp.Or(cmp.Compare(enrollment.SourceOf(a), enrollment.SourceOf(b)), cmp.Compare(a.ID, b.ID))
 	})
-	state, _ := json.Marshal(enrollment.ViewOf(name, ours))
-	props, _ := json.Marshal(e)
-	spec := controller.Spec{Kind: controller.KindEnrollment, Metadata: controller.Metadata{Name: name}, Properties: props}
-	return []controller.Object{{Spec: spec, Freed: freed(doc.Enrollments, name), State: state}}, nil
+	return enrollment.ViewOf(e.Name, ours), nil
 }
 
-// Free stops syncing an enrollment. It touches nothing, unless the
-// enrollment has destroy_on_free: then its authorizations are revoked. A
-// later apply resumes it.
-func (c enrollments) Free(ctx context.Context, meta *controller.Metadata) ([]controller.Object, *controller.Result, error) {
-	if meta == nil {
-		return nil, nil, fmt.Errorf("enrollment free: name the enrollment")
+func freed(m map[string]*state.ControllerStatus, name string) bool {
+	return m[name] != nil && m[name].Freed
+}
+
+// stored checks that the state's stack has the follower named.
+func (c followers) stored(doc *state.Document, name string) error {
+	if doc.Stack == nil || !c.has(doc.Stack, name) {
+		return fmt.Errorf("%s %q is not in the state (apply the stack first)", c.kind, name)
 	}
-	res, err := c.r.free(ctx, "enrollment free", controller.KindEnrollment, meta.Name, func(doc *state.Document) error {
-		return storedObject(doc, controller.KindEnrollment, meta.Name)
+	return nil
+}
+
+// Free stops syncing the follower and touches nothing, unless it is an
+// enrollment with destroy_on_free: then its authorizations are revoked. A
+// later apply resumes it.
+func (c followers) Free(ctx context.Context, meta *controller.Metadata) ([]controller.Object, *controller.Result, error) {
+	if meta == nil {
+		return nil, nil, fmt.Errorf("%s free: name the %s", c.kind, c.kind)
+	}
+	res, err := c.r.free(ctx, c.kind+" free", c.kind, meta.Name, func(doc *state.Document) error {
+		return c.stored(doc, meta.Name)
 	})
 	if err != nil {
 		return nil, res, err // no object claims a free that failed
 	}
-	return []controller.Object{{Spec: controller.Spec{Kind: controller.KindEnrollment, Metadata: *meta}, Freed: true}}, res, nil
+	return []controller.Object{{Spec: controller.Spec{Kind: c.kind, Metadata: *meta}, Freed: true}}, res, nil
 }
 
-// Destroy revokes every authorization of an enrollment and removes it from
-// the state (a later apply of a stack that still declares it authorizes the
-// members again).
-func (c enrollments) Destroy(ctx context.Context, meta *controller.Metadata) (*controller.Result, error) {
+// Destroy takes down what the follower made (an ingress's routes and
+// backends, what other ingresses' rules want there staying; an
+// enrollment's authorizations) and removes it from the state; a later
+// apply of a stack that still declares it makes them again.
+func (c followers) Destroy(ctx context.Context, meta *controller.Metadata) (*controller.Result, error) {
 	if meta == nil {
-		return nil, fmt.Errorf("enrollment destroy: name the enrollment")
+		return nil, fmt.Errorf("%s destroy: name the %s", c.kind, c.kind)
 	}
-	_, res, err := c.r.act(ctx, "enrollment destroy", false, func(doc *state.Document) (verb, error) {
+	_, res, err := c.r.act(ctx, c.kind+" destroy", false, func(doc *state.Document) (verb, error) {
 		return c.destroyVerb(doc, meta.Name)
 	})
 	return res, err
 }
 
-func (c enrollments) destroyVerb(doc *state.Document, name string) (verb, error) {
-	if err := storedObject(doc, controller.KindEnrollment, name); err != nil {
+func (c followers) destroyVerb(doc *state.Document, name string) (verb, error) {
+	if err := c.stored(doc, name); err != nil {
 		return verb{}, err
 	}
-	out := *doc.Stack
-	out.Enrollments = slices.DeleteFunc(slices.Clone(out.Enrollments), func(e *config.Enrollment) bool { return e.Name == name })
-	return verb{desired: &out, scope: plan.Scope{Enrollments: []string{name}, Resume: []string{plan.Address(plan.KindEnrollment, name)}}}, nil
+	return verb{desired: c.without(doc.Stack, name), scope: c.scope(name)}, nil
 }
 
 // Plan is what Commit would do.
-func (c enrollments) Plan(ctx context.Context, op controller.Operation, spec controller.Spec) (*plan.Plan, error) {
-	p, _, err := c.r.act(ctx, "enrollment plan", true, c.commitVerb(op, spec))
+func (c followers) Plan(ctx context.Context, op controller.Operation, spec controller.Spec) (*plan.Plan, error) {
+	p, _, err := c.r.act(ctx, c.kind+" plan", true, c.commitVerb(op, spec))
 	return p, err
 }
 
-// Commit syncs the enrollment to spec (stored as its configuration), or
+// Commit syncs the follower to spec (stored as its configuration), or
 // destroys it.
-func (c enrollments) Commit(ctx context.Context, op controller.Operation, spec controller.Spec) (*controller.Result, error) {
-	_, res, err := c.r.act(ctx, "enrollment commit", false, c.commitVerb(op, spec))
+func (c followers) Commit(ctx context.Context, op controller.Operation, spec controller.Spec) (*controller.Result, error) {
+	_, res, err := c.r.act(ctx, c.kind+" commit", false, c.commitVerb(op, spec))
 	return res, err
 }
 
-func (c enrollments) commitVerb(op controller.Operation, spec controller.Spec) func(*state.Document) (verb, error) {
+func (c followers) commitVerb(op controller.Operation, spec controller.Spec) func(*state.Document) (verb, error) {
 	return func(doc *state.Document) (verb, error) {
 		name := spec.Metadata.Name
 		if op == controller.Destroy {
 			return c.destroyVerb(doc, name)
 		}
-		var e config.Enrollment
-		if err := json.Unmarshal(spec.Properties, &e); err != nil {
-			return verb{}, fmt.Errorf("enrollment %q: decode spec: %w", name, err)
-		}
 		if doc.Stack == nil {
-			return verb{}, fmt.Errorf("enrollment %q: no stack is stored: apply one first", name)
+			return verb{}, fmt.Errorf("%s %q: no stack is stored: apply one first", c.kind, name)
 		}
-		out := *doc.Stack
-		out.Enrollments = slices.Clone(out.Enrollments)
-		if i := slices.IndexFunc(out.Enrollments, func(x *config.Enrollment) bool { return x.Name == name }); i >= 0 {
-			out.Enrollments[i] = &e
-		} else {
-			out.Enrollments = append(out.Enrollments, &e)
+		desired, err := c.with(doc.Stack, name, spec.Properties)
+		if err != nil {
+			return verb{}, err
 		}
-		return verb{desired: &out, scope: plan.Scope{Enrollments: []string{name}, Resume: []string{plan.Address(plan.KindEnrollment, name)}}}, nil
+		return verb{desired: desired, scope: c.scope(name)}, nil
 	}
 }
 
-// Spec returns the specs of the stored enrollments.
-func (c enrollments) Spec(ctx context.Context) ([]controller.Spec, error) {
+// Spec returns the specs of the stored followers of this kind.
+func (c followers) Spec(ctx context.Context) ([]controller.Spec, error) {
 	doc, err := c.r.store.Read(ctx)
 	if err != nil || doc.Stack == nil {
 		return nil, err
 	}
 	var out []controller.Spec
-	for _, e := range doc.Stack.Enrollments {
-		props, err := json.Marshal(e)
-		if err != nil {
-			return nil, err
+	if c.kind == controller.KindIngress {
+		for _, in := range doc.Stack.Ingresses {
+			out = append(out, c.specOf(doc.Stack, in.Name))
 		}
-		out = append(out, controller.Spec{Kind: controller.KindEnrollment, Metadata: controller.Metadata{Name: e.Name}, Properties: props})
+	} else {
+		for _, e := range doc.Stack.Enrollments {
+			out = append(out, c.specOf(doc.Stack, e.Name))
+		}
 	}
 	return out, nil
 }
