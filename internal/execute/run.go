@@ -48,8 +48,10 @@ type run struct {
 	// answers to one listing come together, so the registrations they
 	// make ready go in one call.
 	results chan []result
-	wg      sync.WaitGroup
-	// stop ends the pollers' loops when the run is over.
+	// work feeds the workers (started with the first job).
+	work chan work
+	wg   sync.WaitGroup
+	// stop ends the workers' and the pollers' loops when the run is over.
 	stop chan struct{}
 
 	total, done map[progressKey]int
@@ -299,13 +301,39 @@ func (r *run) start(ctx context.Context, provider string, ids []plan.StepID) {
 	j := r.job(ids)
 	r.running++
 	r.inflight[provider]++
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		res := j.do(ctx)
-		res.ids, res.slot = ids, true
-		r.results <- []result{res}
-	}()
+	if r.work == nil {
+		r.startWorkers(ctx)
+	}
+	r.work <- work{j: j, ids: ids} // never blocks: at most Parallelism run
+}
+
+// work is one job handed to a worker.
+type work struct {
+	j   *job
+	ids []plan.StepID
+}
+
+// startWorkers starts the run's Parallelism workers, which run jobs until
+// the run is over (a pool rather than a goroutine per job: thousands of
+// steps would each grow a new stack into the gRPC client).
+func (r *run) startWorkers(ctx context.Context) {
+	r.work = make(chan work, r.o.Parallelism)
+	for range r.o.Parallelism {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			for {
+				select {
+				case w := <-r.work:
+					res := w.j.do(ctx)
+					res.ids, res.slot = w.ids, true
+					r.results <- []result{res}
+				case <-r.stop:
+					return
+				}
+			}
+		}()
+	}
 }
 
 func (r *run) takeAll(ctx context.Context, rs []result) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/controller/group"
@@ -18,9 +19,16 @@ import (
 // A group's configuration comes from the first of stacks that has it (a
 // plan's desired stack, then the stored one: a group leaving the stack is
 // still destroyed through its providers).
+//
+// A group's Instances are resolved once per bindings (one plan's run):
+// resolving them asks the plugin host for each of the group's provider
+// processes, which every one of thousands of steps would otherwise do.
 type bindings struct {
 	r      *Runner
 	stacks []*config.Stack
+
+	mu     sync.Mutex
+	groups map[string]execute.Group
 }
 
 var _ execute.Bindings = (*bindings)(nil)
@@ -31,9 +39,22 @@ func (r *Runner) bindings(stacks ...*config.Stack) *bindings {
 
 // Group is the group named, as its members are acted on.
 func (b *bindings) Group(ctx context.Context, name string) (execute.Group, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g, ok := b.groups[name]; ok {
+		return g, nil
+	}
 	for _, st := range b.stacks {
 		if g := st.Group(name); g != nil {
-			return b.r.instances(ctx, st.Name, g)
+			inst, err := b.r.instances(ctx, st.Name, g)
+			if err != nil {
+				return nil, err
+			}
+			if b.groups == nil {
+				b.groups = map[string]execute.Group{}
+			}
+			b.groups[name] = inst
+			return inst, nil
 		}
 	}
 	return nil, fmt.Errorf("group %q: its configuration is in neither the plan nor the state, so its provider is unknown", name)
