@@ -77,6 +77,14 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && slices.Contains([]string{"-v", "-version", "--version"}, args[0]) {
 		args = append([]string{"version"}, args[1:]...)
 	}
+	// `help [COMMAND...]` is -help, as Terraform's and git's users type it.
+	if len(args) > 0 && args[0] == "help" {
+		if len(args) > 1 && !isCommand(commands, strings.Join(args[1:], " ")) {
+			fmt.Fprintf(stderr, "Error: infrakit has no command named %q. Run \"infrakit help\" for the list.\n", strings.Join(args[1:], " "))
+			return 1
+		}
+		args = append(slices.Clone(args[1:]), "-help")
+	}
 
 	runner := &cli.CLI{
 		Name:        "infrakit",
@@ -187,12 +195,21 @@ ingress, NFS enrollments) converged through provider plugins.
 
 Global options (before the command):
   -chdir=DIR     Switch to DIR before doing anything else.
-  -help          Show this help, or a command's help after the command.
+  -help          Show this help, or a command's help after the command
+                 ("infrakit help COMMAND" is the same).
   -version       Same as the version command.
 
 Environment:
-  INFRAKIT_LOG        Log level: trace, debug, info, warn, error (default off).
-  INFRAKIT_LOG_PATH   Append logs to this file instead of stderr.
+  INFRAKIT_LOG            Log level: trace, debug, info, warn, error, off
+                          (default off; watch logs at info to stderr unless
+                          INFRAKIT_LOG or INFRAKIT_LOG_PATH is set).
+  INFRAKIT_LOG_PATH       Append logs to this file instead of stderr.
+  INFRAKIT_PLUGIN_PATH    Directories (separated like PATH) where init looks
+                          for provider binaries, after -plugin-dir.
+  INFRAKIT_SIMULATOR_DIR  Where the simulator provider keeps its objects
+                          (default .infrakit/simulator).
+  NO_COLOR                Set to anything: print without ANSI colors (as
+                          -no-color does; TERM=dumb too).
 
 Commands:
 `)
@@ -202,8 +219,13 @@ Commands:
 		names = append(names, name)
 		width = max(width, len(name))
 	}
+	names = append(names, "help")
 	sort.Strings(names)
 	for _, name := range names {
+		if name == "help" {
+			fmt.Fprintf(&b, "  %-*s  %s\n", width, name, "Show the help of infrakit or of a command")
+			continue
+		}
 		c, err := commands[name]()
 		if err != nil {
 			continue

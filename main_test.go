@@ -201,3 +201,19 @@ func TestLogPathUnwritable(t *testing.T) {
 		t.Errorf("err = %v, want one naming INFRAKIT_LOG_PATH", err)
 	}
 }
+
+func TestHelpCommand(t *testing.T) {
+	t.Chdir(t.TempDir())
+	code, stdout, _, _ := run(t, "help")
+	if code != 0 || !strings.Contains(stdout, "-chdir=DIR") || !strings.Contains(stdout, "  help ") {
+		t.Errorf("help: exit %d, stdout %q", code, stdout)
+	}
+	code, stdout, stderr, _ := run(t, "help", "group", "scale")
+	if code != 0 || !strings.Contains(stdout+stderr, "Usage: infrakit [global options] group scale NAME") {
+		t.Errorf("help group scale: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, _, stderr, _ = run(t, "help", "frobnicate")
+	if code != 1 || !strings.Contains(stderr, `no command named "frobnicate"`) {
+		t.Errorf("help frobnicate: exit %d, stderr %q", code, stderr)
+	}
+}

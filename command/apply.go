@@ -81,7 +81,7 @@ func (c *ApplyCommand) Run(args []string) int {
 			return 1
 		}
 		if !*sf.jsonOut {
-			if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color()}); err != nil {
+			if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color(*sf.noColor)}); err != nil {
 				c.showError("Error writing the plan", err)
 				return 1
 			}
@@ -325,8 +325,16 @@ func isTerminal(w io.Writer) bool {
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }
 
-// color reports whether to color output: on a terminal, unless NO_COLOR.
-func (m *Meta) color() bool { return isTerminal(m.Stdout) && os.Getenv("NO_COLOR") == "" }
+// color reports whether to color output: on a terminal, unless -no-color,
+// NO_COLOR (any value, https://no-color.org) or TERM=dumb says otherwise.
+func (m *Meta) color(noColor bool) bool {
+	return !noColor && colorAllowed(os.Getenv) && isTerminal(m.Stdout)
+}
+
+// colorAllowed reports whether the environment allows ANSI colors.
+func colorAllowed(getenv func(string) string) bool {
+	return getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
+}
 
 // Progress rendering.
 const (
@@ -479,6 +487,10 @@ Options:
   -parallelism N       Provider calls in flight at once (default 10).
 
   -lock-timeout D      How long to wait for the state lock (default 30s).
+
+  -no-color            Print without ANSI colors. Colors are also off when
+                       NO_COLOR is set (to anything), TERM=dumb, or the
+                       output is not a terminal.
 
   -f FILE              Also read FILE as a stack file. Repeatable.
 `)

@@ -55,7 +55,7 @@ func (c *DestroyCommand) Run(args []string) int {
 	if !*sf.jsonOut {
 		if !p.HasChanges() {
 			c.Ui.Output("No changes. No instances need to be destroyed.")
-		} else if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color()}); err != nil {
+		} else if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color(*sf.noColor)}); err != nil {
 			c.showError("Error writing the plan", err)
 			return 1
 		}
@@ -100,6 +100,10 @@ Options:
   -parallelism N       Provider calls in flight at once (default 10).
 
   -lock-timeout D      How long to wait for the state lock (default 30s).
+
+  -no-color            Print without ANSI colors. Colors are also off when
+                       NO_COLOR is set (to anything), TERM=dumb, or the
+                       output is not a terminal.
 
   -f FILE              Accepted, as by every command that reads the stack;
                        destroy works from the state and reads no stack

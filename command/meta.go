@@ -176,6 +176,11 @@ func FlagJSON(fs *flag.FlagSet) *bool {
 	return fs.Bool("json", false, "print machine-readable JSON")
 }
 
+// FlagNoColor defines -no-color, for commands that color what they print.
+func FlagNoColor(fs *flag.FlagSet) *bool {
+	return fs.Bool("no-color", false, "print without ANSI colors (also NO_COLOR set, or TERM=dumb)")
+}
+
 // FlagLockTimeout defines -lock-timeout (default DefaultLockTimeout).
 func FlagLockTimeout(fs *flag.FlagSet) *time.Duration {
 	return fs.Duration("lock-timeout", DefaultLockTimeout, "how long to wait for the state lock")

@@ -30,6 +30,7 @@ type stackFlags struct {
 	parallelism *int
 	jsonOut     *bool
 	lockTimeout *time.Duration
+	noColor     *bool
 }
 
 func (m *Meta) stackFlagSet(name string) (*flag.FlagSet, *stackFlags) {
@@ -39,6 +40,7 @@ func (m *Meta) stackFlagSet(name string) (*flag.FlagSet, *stackFlags) {
 	sf.parallelism = fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	sf.jsonOut = FlagJSON(fs)
 	sf.lockTimeout = FlagLockTimeout(fs)
+	sf.noColor = FlagNoColor(fs)
 	return fs, sf
 }
 
@@ -92,7 +94,7 @@ func (c *PlanCommand) Run(args []string) int {
 			c.showError("Error writing the plan", err)
 			return 1
 		}
-	} else if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color()}); err != nil {
+	} else if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color(*sf.noColor)}); err != nil {
 		c.showError("Error writing the plan", err)
 		return 1
 	}
@@ -219,6 +221,10 @@ Options:
   -parallelism N       Provider calls in flight at once (default 10).
 
   -lock-timeout D      How long to wait for the state lock (default 30s).
+
+  -no-color            Print without ANSI colors. Colors are also off when
+                       NO_COLOR is set (to anything), TERM=dumb, or the
+                       output is not a terminal.
 
   -f FILE              Also read FILE as a stack file. Repeatable.
 `)
