@@ -90,7 +90,7 @@ func (c *ApplyCommand) Run(args []string) int {
 			return 1
 		}
 		if p.HasChanges() && !*autoApprove {
-			if err := c.approve("Do you want to perform these actions?",
+			if err := c.approve("apply", "Do you want to perform these actions?",
 				"infrakit will perform the actions described above."); err != nil {
 				c.showError("Apply cancelled", err)
 				return 1
@@ -129,16 +129,17 @@ func readPlan(path string) (*plan.Plan, error) {
 // errNotApproved is an approval that was not given.
 var errNotApproved = errors.New("only 'yes' is accepted to approve")
 
-// approve asks the user to type "yes". Without a terminal to ask on (stdin
-// closed, redirected from a file or /dev/null) it refuses at once rather
-// than hang or guess, and says how to apply without asking.
-func (m *Meta) approve(question, detail string) error {
+// approve asks the user to type "yes" before the command's action (verb:
+// "apply", "destroy"). Without a terminal to ask on (stdin closed,
+// redirected from a file or /dev/null) it refuses at once rather than hang
+// or guess, and says how to go on without asking.
+func (m *Meta) approve(verb, question, detail string) error {
 	if f, ok := m.stdin().(*os.File); ok && !isatty.IsTerminal(f.Fd()) && !isatty.IsCygwinTerminal(f.Fd()) {
-		return errors.New("cannot ask for approval: stdin is not a terminal; run with -auto-approve to apply without asking")
+		return fmt.Errorf("cannot ask for approval: stdin is not a terminal; run with -auto-approve to %s without asking", verb)
 	}
 	answer, err := m.Ui.Ask(fmt.Sprintf("%s\n  %s\n  Only 'yes' will be accepted to approve.\n\n  Enter a value:", question, detail))
 	if err != nil {
-		return fmt.Errorf("no answer (%v); run with -auto-approve to apply without asking", err)
+		return fmt.Errorf("no answer (%v); run with -auto-approve to %s without asking", err, verb)
 	}
 	if strings.TrimSpace(answer) != "yes" {
 		return errNotApproved

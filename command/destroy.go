@@ -64,7 +64,7 @@ func (c *DestroyCommand) Run(args []string) int {
 		return 1
 	}
 	if p.HasChanges() && !*autoApprove {
-		if err := c.approve("Do you really want to destroy all instances?",
+		if err := c.approve("destroy", "Do you really want to destroy all instances?",
 			"infrakit will destroy every instance of the groups in the state, as shown above.\n  There is no undo."); err != nil {
 			c.showError("Destroy cancelled", err)
 			return 1

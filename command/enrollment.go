@@ -186,7 +186,7 @@ func (c *EnrollmentDestroyCommand) Run(args []string) int {
 		return cli.RunResultHelp
 	}
 	if !*autoApprove {
-		if err := c.approve(fmt.Sprintf("Do you really want to destroy enrollment %q?", name),
+		if err := c.approve("destroy", fmt.Sprintf("Do you really want to destroy enrollment %q?", name),
 			"infrakit will revoke every one of its authorizations."); err != nil {
 			c.showError("Destroy cancelled", err)
 			return 1

@@ -138,6 +138,15 @@ func groupSize(v operation.GroupView) string {
 	return strconv.Itoa(*v.Size)
 }
 
+// sizePhrase is the group's size for a sentence: "size 3" for cattle,
+// "pets" for pets (their number is their logical IDs').
+func sizePhrase(v operation.GroupView) string {
+	if v.Size == nil {
+		return "pets"
+	}
+	return "size " + strconv.Itoa(*v.Size)
+}
+
 // groupStatus is "managed", "freed", or "destroying" (a group destroy
 // that did not finish).
 func groupStatus(v operation.GroupView) string {
@@ -175,13 +184,13 @@ func writeGroupTable(w io.Writer, views []operation.GroupView) error {
 // writeGroupDescription writes `group describe`: a header line, then one row
 // per member with its user tags (infrakit's own tags are in -json).
 func writeGroupDescription(w io.Writer, v operation.GroupView) error {
-	fmt.Fprintf(w, "Group %q: size %s, %d instances (%d healthy), %s\n",
-		v.Name, groupSize(v), len(v.Instances), countHealthyMembers(v.Instances), groupStatus(v))
+	fmt.Fprintf(w, "Group %q: %s, %s (%d healthy), %s\n",
+		v.Name, sizePhrase(v), countOf(len(v.Instances), "instance"), countHealthyMembers(v.Instances), groupStatus(v))
 	switch outdated, total := rollProgress(v); {
 	case v.UpdateStopped:
-		fmt.Fprintf(w, "Rolling update: stopped by group stop-update until the next apply; %d of %d instances out of date\n", outdated, total)
+		fmt.Fprintf(w, "Rolling update: stopped by group stop-update until the next apply; %d of %s out of date\n", outdated, countOf(total, "instance"))
 	case outdated > 0:
-		fmt.Fprintf(w, "Rolling update: %d of %d instances out of date (%d replaced)\n", outdated, total, total-outdated)
+		fmt.Fprintf(w, "Rolling update: %d of %s out of date (%d replaced)\n", outdated, countOf(total, "instance"), total-outdated)
 	}
 	if len(v.Instances) == 0 {
 		return nil

@@ -46,9 +46,17 @@ func (c *GroupStopUpdateCommand) Run(args []string) int {
 	}
 	outdated, total := rollProgress(views[0])
 	if outdated == 0 {
-		msg += fmt.Sprintf("\nAll %d of its instances are up to date: there was no roll in progress.", total)
+		all := fmt.Sprintf("All %d of its instances are", total)
+		if total == 1 {
+			all = "Its one instance is"
+		}
+		msg += "\n" + all + " up to date: there was no roll in progress."
 	} else {
-		msg += fmt.Sprintf("\n%d of its %d instances are out of date and stay so.", outdated, total)
+		verb := "are out of date and stay"
+		if outdated == 1 {
+			verb = "is out of date and stays"
+		}
+		msg += fmt.Sprintf("\n%d of its %s %s so.", outdated, countOf(total, "instance"), verb)
 	}
 	c.Ui.Output(msg)
 	return 0

@@ -168,7 +168,7 @@ func (c *GroupDestroyInstancesCommand) Run(args []string) int {
 		c.showError("Error destroying instances", err)
 		return 1
 	}
-	c.Ui.Output(fmt.Sprintf("Destroyed %d of the %d instances named in group %q%s.", res.Done.Destroy, len(ids), name, followerPhrase(res)))
+	c.Ui.Output(fmt.Sprintf("Destroyed %d of the %s named in group %q%s.", res.Done.Destroy, countOf(len(ids), "instance"), name, followerPhrase(res)))
 	if failed {
 		return 1
 	}
@@ -300,7 +300,7 @@ func (c *GroupDestroyCommand) Run(args []string) int {
 		}
 		v := views[0]
 		// The same question apply and destroy ask; "yes" alone approves.
-		if err := c.approve(fmt.Sprintf("Do you really want to destroy group %q?", name),
+		if err := c.approve("destroy", fmt.Sprintf("Do you really want to destroy group %q?", name),
 			fmt.Sprintf("infrakit will destroy all %d of its instances and remove the group from the state. There is no undo.",
 				len(v.Instances))); err != nil {
 			c.showError("Destroy cancelled", err)

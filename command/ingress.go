@@ -177,7 +177,7 @@ func (c *IngressDestroyCommand) Run(args []string) int {
 		return cli.RunResultHelp
 	}
 	if !*autoApprove {
-		if err := c.approve(fmt.Sprintf("Do you really want to destroy ingress %q?", name),
+		if err := c.approve("destroy", fmt.Sprintf("Do you really want to destroy ingress %q?", name),
 			"infrakit will unpublish every route and deregister every backend of its load balancers."); err != nil {
 			c.showError("Destroy cancelled", err)
 			return 1

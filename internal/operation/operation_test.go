@@ -285,6 +285,9 @@ func TestInterruptedApplyRecordsEverythingCreated(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || res == nil {
 		t.Fatalf("interrupted Apply: %+v, %v; want a result and context.Canceled", res, err)
 	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "interrupted: ") || strings.Contains(msg, "context canceled") {
+		t.Errorf("interrupted Apply says %q; want the user's words, not Go's", msg)
+	}
 	created := w.simulated()
 	if res.Done.Add < 10 || res.Done.Add != len(created) || len(created) >= 62 || res.NotRun == 0 {
 		t.Fatalf("done %d (%d simulated, %d not run): want the interrupt to stop the apply early, and every instance made counted",

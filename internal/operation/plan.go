@@ -198,8 +198,7 @@ func (r *Runner) execute(ctx context.Context, p *plan.Plan, doc *state.Document)
 		Skipped: res.Count(execute.StatusSkipped), NotRun: res.Count(execute.StatusNotRun)}
 	switch {
 	case res.Err != nil && ctx.Err() != nil && errors.Is(res.Err, ctx.Err()):
-		return out, fmt.Errorf("interrupted: %d steps were not started; the state records everything done, and `infrakit plan` shows what remains: %w",
-			out.NotRun, ctx.Err())
+		return out, &InterruptedError{NotRun: out.NotRun, Cause: ctx.Err()}
 	case res.Err != nil:
 		return out, res.Err
 	}
@@ -240,3 +239,22 @@ func joinLines(lines []string) string {
 	}
 	return out
 }
+
+// InterruptedError is an execution stopped by its context (Ctrl-C, SIGTERM,
+// a lost lease): the steps in flight finished and are recorded, the rest
+// did not start. Its message is the user's; Cause (context.Canceled or
+// DeadlineExceeded) is for errors.Is.
+type InterruptedError struct {
+	NotRun int
+	Cause  error
+}
+
+func (e *InterruptedError) Error() string {
+	steps := fmt.Sprintf("%d steps were", e.NotRun)
+	if e.NotRun == 1 {
+		steps = "1 step was"
+	}
+	return "interrupted: " + steps + " not started; the state records everything done, and `infrakit plan` shows what remains"
+}
+
+func (e *InterruptedError) Unwrap() error { return e.Cause }

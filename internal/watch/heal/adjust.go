@@ -162,14 +162,14 @@ func (t *Tracker) Adjust(now time.Time, d group.Desired, observed []group.Member
 	}
 	if len(vanished) > 0 {
 		evs = append(evs, t.event(now, KindVanished, vanished,
-			"%d members vanished from the provider's listing", len(vanished)))
+			"%s vanished from the provider's listing", members(len(vanished))))
 	}
 	if len(entered) > 0 {
 		then := "not replaced (replace_unhealthy is off)"
 		if d.ReplaceUnhealthy {
 			then = fmt.Sprintf("each is replaced once unhealthy for %s", t.policy.Grace)
 		}
-		evs = append(evs, t.event(now, KindUnhealthy, entered, "%d members turned unhealthy; %s", len(entered), then))
+		evs = append(evs, t.event(now, KindUnhealthy, entered, "%s turned unhealthy; %s", members(len(entered)), then))
 	}
 
 	// Owed replacements: vanished members whose place is still empty.
@@ -278,4 +278,12 @@ func (t *Tracker) event(now time.Time, kind Kind, ids []instance.ID, format stri
 		Message: strings.TrimSpace(fmt.Sprintf(format, args...)),
 		IDs:     ids,
 	}
+}
+
+// members is "1 member" or "N members", for events' messages.
+func members(n int) string {
+	if n == 1 {
+		return "1 member"
+	}
+	return fmt.Sprintf("%d members", n)
 }

@@ -1,6 +1,11 @@
 package command
 
-import "testing"
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+)
 
 func TestColorAllowed(t *testing.T) {
 	tests := []struct {
@@ -27,5 +32,20 @@ func TestNoColorOffATerminal(t *testing.T) {
 	t.Setenv("TERM", "xterm")
 	if m.color(false) {
 		t.Error("color() is true for a writer that is not a terminal")
+	}
+}
+
+func TestApprovalWithoutTerminalNamesTheVerb(t *testing.T) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	for _, verb := range []string{"apply", "destroy"} {
+		m := NewMeta(t.TempDir(), devnull, io.Discard, io.Discard)
+		err := m.approve(verb, "Really?", "detail")
+		if err == nil || !strings.Contains(err.Error(), "run with -auto-approve to "+verb+" without asking") {
+			t.Errorf("approve(%q) without a terminal: %v", verb, err)
+		}
 	}
 }
