@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/mitchellh/cli"
 
 	"github.com/infrakit/infrakit/internal/config"
@@ -25,6 +26,7 @@ type ValidateCommand struct {
 func (c *ValidateCommand) Run(args []string) int {
 	fs := c.FlagSet("validate")
 	files := flagStackFiles(fs)
+	jsonOut := FlagJSON(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -35,28 +37,62 @@ func (c *ValidateCommand) Run(args []string) int {
 		return cli.RunResultHelp
 	}
 
-	stack, diags := c.loadStack(*files)
-	if diags.HasErrors() {
-		c.ShowDiagnostics(stack.Files, diags)
-		return 1
+	stack, diags := c.validate(*files)
+	if *jsonOut {
+		return c.writeValidateJSON(stack.Files, diags)
 	}
-
-	host, err := pluginhost.New(pluginhost.Options{WorkDir: c.WorkDir, Logger: c.Logger.Named("pluginhost")})
-	if err != nil {
-		c.ShowDiagnostics(stack.Files, diags)
-		c.Ui.Error(fmt.Sprintf("Error: %s\n\nRun \"infrakit init\" to install the providers the stack needs.", err))
-		return 1
-	}
-	defer host.Close()
-	stop := host.CloseWhenDone(c.Context())
-	defer stop()
-
-	diags = append(diags, config.ValidateWithProviders(c.Context(), stack, hostValidator{host: host})...)
 	c.ShowDiagnostics(stack.Files, diags)
 	if diags.HasErrors() {
 		return 1
 	}
 	c.Ui.Output("Success! The stack is valid.")
+	return 0
+}
+
+// validate loads the stack and, when it loads, asks the providers.
+func (c *ValidateCommand) validate(files []string) (*config.Stack, hcl.Diagnostics) {
+	stack, diags := c.loadStack(files)
+	if diags.HasErrors() {
+		return stack, diags
+	}
+	host, err := pluginhost.New(pluginhost.Options{WorkDir: c.WorkDir, Logger: c.Logger.Named("pluginhost")})
+	if err != nil {
+		return stack, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Providers not installed",
+			Detail: fmt.Sprintf("%s\n\nRun \"infrakit init\" to install the providers the stack needs.", err)})
+	}
+	defer host.Close()
+	stop := host.CloseWhenDone(c.Context())
+	defer stop()
+	return stack, append(diags, config.ValidateWithProviders(c.Context(), stack, hostValidator{host: host})...)
+}
+
+// validateJSON is `validate -json`, in Terraform's shape.
+type validateJSON struct {
+	FormatVersion string                  `json:"format_version"`
+	Valid         bool                    `json:"valid"`
+	ErrorCount    int                     `json:"error_count"`
+	WarningCount  int                     `json:"warning_count"`
+	Diagnostics   []config.JSONDiagnostic `json:"diagnostics"`
+}
+
+// writeValidateJSON prints the result and returns the exit status.
+func (c *ValidateCommand) writeValidateJSON(files map[string]*hcl.File, diags hcl.Diagnostics) int {
+	files, diags = c.relativeDiagnostics(files, diags)
+	out := validateJSON{FormatVersion: "1.0", Valid: !diags.HasErrors(), Diagnostics: config.JSONDiagnostics(files, diags)}
+	for _, d := range diags {
+		if d.Severity == hcl.DiagWarning {
+			out.WarningCount++
+		} else {
+			out.ErrorCount++
+		}
+	}
+	if err := c.WriteJSON(out); err != nil {
+		c.Ui.Error(err.Error())
+		return 1
+	}
+	if !out.Valid {
+		return 1
+	}
 	return 0
 }
 
@@ -98,7 +134,7 @@ func (c *ValidateCommand) Synopsis() string {
 // Help is the text of `infrakit validate -help`.
 func (c *ValidateCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] validate [-f FILE]...
+Usage: infrakit [global options] validate [-json] [-f FILE]...
 
   Checks the stack files of the working directory: their syntax, that every
   block and attribute is known and every reference names something
@@ -111,6 +147,11 @@ Usage: infrakit [global options] validate [-f FILE]...
   anywhere, for example in CI before "infrakit plan".
 
 Options:
+
+  -json     Print the result as one JSON document, in the shape of
+            "terraform validate -json": format_version, valid,
+            error_count, warning_count and diagnostics (severity,
+            summary, detail, range, snippet).
 
   -f FILE   Also read FILE as part of the stack: HCL, or a JSON or YAML
             specification in an old format. Repeatable.

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -108,5 +109,39 @@ func TestValidateWithSimulator(t *testing.T) {
 	}
 	if strings.Count(stderr, "Error:") != 1 {
 		t.Errorf("want exactly one error:\n%s", stderr)
+	}
+}
+
+func TestValidateJSON(t *testing.T) {
+	wd := t.TempDir()
+	writeStack(t, wd, strings.Replace(simulatorStack, "size = 1", "sise = 1", 1))
+	code, stdout, stderr := runCommand(t, validateCmd, wd, "-json")
+	if code != 1 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var got validateJSON
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%v:\n%s", err, stdout)
+	}
+	if got.FormatVersion != "1.0" || got.Valid || got.ErrorCount != 1 || got.WarningCount != 0 || len(got.Diagnostics) != 1 {
+		t.Fatalf("validate -json: %+v", got)
+	}
+	d := got.Diagnostics[0]
+	if d.Severity != "error" || d.Summary != "Unsupported argument" || d.Range == nil || d.Range.Filename != "main.hcl" ||
+		d.Range.Start.Line != 6 || d.Range.Start.Column != 3 || d.Range.End.Column != 7 {
+		t.Errorf("diagnostic: %+v range %+v", d, d.Range)
+	}
+	if s := d.Snippet; s == nil || s.Context == nil || *s.Context != `group "web"` || s.StartLine != 6 ||
+		s.Code[s.HighlightStartOffset:s.HighlightEndOffset] != "sise" || s.Values == nil {
+		t.Errorf("snippet: %+v", d.Snippet)
+	}
+
+	// Not initialized: the providers' absence is a diagnostic too, and a
+	// valid syntax alone does not make the stack valid.
+	writeStack(t, wd, simulatorStack)
+	code, stdout, _ = runCommand(t, validateCmd, wd, "-json")
+	got = validateJSON{}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != 1 || got.Valid || got.ErrorCount == 0 {
+		t.Errorf("not initialized: exit %d, %v, %s", code, err, stdout)
 	}
 }
