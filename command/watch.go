@@ -15,6 +15,7 @@ import (
 
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/watch"
+	"github.com/infrakit/infrakit/internal/watch/heal"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
@@ -31,6 +32,7 @@ func (c *WatchCommand) Run(args []string) int {
 	listen := fs.String("listen", status.DefaultListen, "where the HTTP API is served (host:port)")
 	lockTimeout := FlagLockTimeout(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
+	brakeSettle := fs.Duration("brake-settle", heal.DefaultBrakeSettle, "how long the mass-failure brake holds after the world last changed")
 	files := flagStackFiles(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
@@ -43,6 +45,9 @@ func (c *WatchCommand) Run(args []string) int {
 		return cli.RunResultHelp
 	case *interval <= 0:
 		c.Ui.Error(fmt.Sprintf("-interval must be a positive duration such as 10s; got %s.\n", *interval))
+		return cli.RunResultHelp
+	case *brakeSettle <= 0:
+		c.Ui.Error(fmt.Sprintf("-brake-settle must be a positive duration such as 30s; got %s.\n", *brakeSettle))
 		return cli.RunResultHelp
 	case *parallelism < 1:
 		c.Ui.Error(fmt.Sprintf("-parallelism must be at least 1; got %d.\n", *parallelism))
@@ -61,6 +66,7 @@ func (c *WatchCommand) Run(args []string) int {
 		Listen:      *listen,
 		LockTimeout: *lockTimeout,
 		Parallelism: *parallelism,
+		BrakeSettle: *brakeSettle,
 		Reload:      reload,
 		Logger:      c.serviceLogger(),
 		Version:     c.Version,
@@ -170,6 +176,12 @@ Options:
 
   -parallelism N      Provider calls in flight at once per group, and groups
                       reconciled at once (default 10).
+
+  -brake-settle D     The mass-failure brake's settle time (default 30s):
+                      deaths within D of each other count together, the
+                      brake holds until a re-list at least D after the
+                      world last changed confirms it, and after a release
+                      replacements go at a bounded rate per D.
 
   -f FILE             Also read FILE as a stack file when the stack files
                       are read again (SIGHUP). Repeatable. Pass the files

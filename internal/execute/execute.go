@@ -109,6 +109,18 @@ type Options struct {
 	// goroutine at a time.
 	Progress func(Event)
 	Logger   hclog.Logger
+	// Before, when set, is asked right before each provider call (on the
+	// worker that makes it, after its call slot is taken) and may refuse
+	// it: the step then fails with Before's error, and no call is made. A
+	// watch refuses once its leadership is lost or in doubt, so that a
+	// step queued before a pause (SIGSTOP) is not made after it.
+	Before func(ctx context.Context, s plan.Step) error
+	// Abort, when set, cancels the provider calls in flight once it is
+	// done. The calls are otherwise detached from Run's ctx (an interrupt
+	// lets them finish); a call acting for a leadership that ended must
+	// not. Give Run a ctx that ends with Abort, so that nothing starts
+	// after it either.
+	Abort context.Context
 }
 
 func (o Options) withDefaults() Options {

@@ -76,16 +76,29 @@ func firstNonEmpty(a, b string) string {
 }
 
 // do runs the job. Provider calls are detached from ctx's cancellation:
-// they finish, each bounded by its deadline, and are recorded.
+// they finish, each bounded by its deadline, and are recorded (unless
+// Options.Abort ends them, or Options.Before refuses them).
 func (j *job) do(ctx context.Context) result {
 	call := context.WithoutCancel(ctx)
 	s := j.steps[0]
-	switch s.Kind {
-	case plan.StepRecord:
+	if s.Kind == plan.StepRecord {
 		if err := j.r.rec.Record(call, s.Changes); err != nil {
 			return result{err: err, stop: err}
 		}
 		return result{}
+	}
+	if abort := j.r.o.Abort; abort != nil {
+		var cancel context.CancelCauseFunc
+		call, cancel = context.WithCancelCause(call)
+		stop := context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })
+		defer func() { stop(); cancel(nil) }()
+	}
+	if before := j.r.o.Before; before != nil {
+		if err := before(call, s); err != nil {
+			return result{err: err}
+		}
+	}
+	switch s.Kind {
 	case plan.StepProvision, plan.StepDrain, plan.StepDestroy:
 		return j.groupCall(call, s)
 	case plan.StepAuthorize, plan.StepRevoke:

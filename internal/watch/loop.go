@@ -289,6 +289,8 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 				s.setDoc(ctx, doc)
 			}
 			s.sweep(passCtx, s.names(), true)
+		case r.relist:
+			s.sweep(passCtx, []string{r.name}, true)
 		case r.followUp > 0 && !g.dirty:
 			g.due = now.Add(r.followUp)
 		}

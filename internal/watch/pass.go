@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,6 +92,9 @@ type passResult struct {
 	// stale: another process wrote the state since the pass read it; the
 	// pass did nothing and the group must be passed again on a fresh read.
 	stale bool
+	// relist: the group's members changed between the pass's listing and
+	// its taking the lock; it did nothing and the group is passed again.
+	relist bool
 	// followUp, when positive, asks for another pass that soon.
 	followUp time.Duration
 	// acted: the pass created or destroyed members, so the ingresses and
@@ -133,6 +137,7 @@ func (s *service) configure(gs *groupState, spec groupSpec, now time.Time, log h
 	// Health sampled by a process that just started is not trusted for one
 	// interval.
 	p.Quiet = s.opts.Interval
+	p.BrakeSettle = s.opts.BrakeSettle
 	gs.tracker.SetPolicy(p)
 	if spec.lineage != gs.recordedLineage || spec.serial > gs.recordedSerial {
 		gs.recorded, gs.recordedLineage, gs.recordedSerial = spec.recorded, spec.lineage, spec.serial
@@ -188,6 +193,8 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	rep.Rolling.Outdated = dn.outdated + outdatedInFlight(gs.inflight)
 	rep.Rolling.Wait = dn.rs.Wait
 	rep.Braked, rep.BrakeReason = o.adj.Braked, gs.brakeReason
+	bst := gs.tracker.Status(o.now)
+	rep.BrakeReleaseAt, rep.BrakeRateLimit = bst.ReleaseAt, bst.RateLimit
 	// The status counts what the provider listed (health within the grace
 	// shown as unknown, as Decide saw it); creates not listed yet are
 	// Expected.
@@ -206,7 +213,7 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	// finishes it.
 	kept := unfinished(dn.finished, destroyed)
 	gs.inflight = append(gs.inflight, kept...)
-	if res.stale {
+	if res.stale || res.relist {
 		rep.Duration = time.Since(start)
 		return res
 	}
@@ -400,10 +407,16 @@ func passWork(d group.Desired, dec group.Decision, rv rollView, batch []instance
 // the interval or an event. Something in flight (a create not listed yet, a
 // replacement waiting for health, a member unhealthy within its grace)
 // asks for FollowUp, doubling while the passes find nothing to do (neither
-// act nor see a member join or change), up to Interval. A failed pass or a
-// braked group waits for the interval.
+// act nor see a member join or change), up to Interval. A failed pass
+// waits for the interval; a braked group is listed again when its settle
+// time ends (the confirming re-list), and one whose replacements the
+// brake's release rate holds when the next may go, both within Interval.
 func (s *service) followUp(gs *groupState, d group.Desired, braked, progressed, failed bool, now time.Time) time.Duration {
 	st := gs.tracker.Status(now)
+	if at := cmp.Or(st.ReleaseAt, st.RateFreesAt); !failed && !at.IsZero() {
+		gs.idle = 0
+		return min(max(at.Sub(now), s.opts.FollowUp), s.opts.Interval)
+	}
 	want := !braked && !failed && (progressed || len(gs.inflight) > 0 || st.Pending > 0 || st.Terminating > 0 ||
 		(d.ReplaceUnhealthy && st.Unhealthy > 0 && st.BudgetFreesAt.IsZero()))
 	if !want {

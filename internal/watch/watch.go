@@ -17,6 +17,7 @@ import (
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
 	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
+	"github.com/infrakit/infrakit/internal/watch/heal"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
@@ -67,6 +68,12 @@ type Options struct {
 	// Shutdown bounds how long Run takes to stop once ctx is cancelled
 	// (DefaultShutdown).
 	Shutdown time.Duration
+	// BrakeSettle is the mass-failure brake's settle time (heal.Policy's
+	// BrakeSettle; heal.DefaultBrakeSettle): deaths within it count
+	// together, the brake holds at least that long after the world last
+	// changed, and after a release replacements go at a bounded rate per
+	// BrakeSettle.
+	BrakeSettle time.Duration
 	// Reload asks for the state, the lock file and the stack files to be
 	// read again (SIGHUP). May be nil.
 	Reload <-chan struct{}
@@ -106,6 +113,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Shutdown <= 0 {
 		o.Shutdown = DefaultShutdown
+	}
+	if o.BrakeSettle <= 0 {
+		o.BrakeSettle = heal.DefaultBrakeSettle
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()

@@ -192,35 +192,23 @@ func (t *Tracker) Adjust(now time.Time, d group.Desired, observed []group.Member
 	}
 
 	// The brake.
+	fp := fingerprint(live, dead)
 	deadTotal := owedTotal + len(dead)
 	known := len(live) + owedTotal
-	switch {
-	case !t.braked:
-		if newlyDead > 0 && deadTotal >= t.policy.BrakeMin && 2*deadTotal > known {
-			t.braked, t.brakedAt = true, now
-			t.fingerprint, t.consistent = fingerprint(live, dead), 1
-			evs = append(evs, t.event(now, KindBrakeEngaged, deadIDs(lost, dead),
-				"%d of %d members look dead at once (%d gone, %d unhealthy past grace); replacement paused until %d consecutive observations agree",
-				deadTotal, known, owedTotal, len(dead), t.policy.BrakeConfirm))
-		}
-	default:
-		if fp := fingerprint(live, dead); fp == t.fingerprint {
-			t.consistent++
-		} else {
-			t.fingerprint, t.consistent = fp, 1
-		}
-		if t.consistent >= t.policy.BrakeConfirm {
-			t.braked, t.consistent = false, 0
-			evs = append(evs, t.event(now, KindBrakeReleased, nil,
-				"%d consecutive observations agree; replacement resumes (%d gone, %d unhealthy to replace)",
-				t.policy.BrakeConfirm, owedTotal, len(dead)))
-		}
+	var change brakeChange
+	t.brake, change = stepBrake(t.policy, t.brake, brakeSeen{now: now, newlyDead: newlyDead, deadNow: deadTotal, known: known, fingerprint: fp})
+	switch change {
+	case brakeEngaged:
+		evs = append(evs, t.event(now, KindBrakeEngaged, deadIDs(lost, dead),
+			"%s", engagedMessage(t.policy, deadTotal, known, owedTotal, len(dead), len(t.brake.deaths))))
+	case brakeReleased:
+		evs = append(evs, t.event(now, KindBrakeReleased, nil, "%s", releasedMessage(t.policy, t.brake, owedTotal, len(dead))))
 	}
 
 	t.spareLive = t.prevLive
 	t.prevLive, t.prevDead, t.owed = prevLive, dead, owed
 	t.last = observation{pets: pets, members: out}
-	return Adjusted{Members: out, Events: evs, Braked: t.braked}
+	return Adjusted{Members: out, Events: evs, Braked: t.brake.braked}
 }
 
 // missingByKey counts, per owed-key, the members the group lacks: for

@@ -37,7 +37,7 @@ import (
 // through.
 func (t *Tracker) Filter(now time.Time, dec group.Decision) (group.Decision, []Event) {
 	t.grant = grant{}
-	if t.braked {
+	if t.brake.braked {
 		var out group.Decision
 		for _, x := range dec.Destroy {
 			if x.Reason == group.ReasonScaleDown {
@@ -82,6 +82,10 @@ func (t *Tracker) Filter(now time.Time, dec group.Decision) (group.Decision, []E
 	remaining := math.MaxInt
 	if limit > 0 {
 		remaining = max(limit-len(t.replacements), 0)
+	}
+	// After a release the brake bounds the rate too (brake.go).
+	if left, _ := t.brake.allowance(t.policy, now, t.replacements); left >= 0 {
+		remaining = min(remaining, left)
 	}
 	drop := map[string]int{}
 	g := grant{creates: map[string]int{}, pairs: map[instance.ID]string{}}
@@ -200,6 +204,13 @@ type Status struct {
 	Braked      bool      `json:"braked"`
 	BrakedSince time.Time `json:"braked_since,omitzero"`
 	Consistent  int       `json:"consistent_observations,omitempty"`
+	// ReleaseAt is, while braked, the earliest a confirming observation
+	// may release the brake (the settle time); RateLimit, after a release,
+	// bounds the replacements per settle time until none is owed, and
+	// RateFreesAt is when the next may go while the limit is reached.
+	ReleaseAt   time.Time `json:"brake_release_at,omitzero"`
+	RateLimit   int       `json:"brake_rate_limit,omitempty"`
+	RateFreesAt time.Time `json:"brake_rate_frees_at,omitzero"`
 	// Replacements counts the replacement creates of the last hour;
 	// ReplacementsTotal those since the tracker was made (a Prometheus
 	// counter).
@@ -225,8 +236,10 @@ type Status struct {
 func (t *Tracker) Status(now time.Time) Status {
 	t.prune(now)
 	st := Status{
-		Braked:            t.braked,
-		Consistent:        t.consistent,
+		Braked:            t.brake.braked,
+		Consistent:        t.brake.consistent,
+		ReleaseAt:         t.brake.releaseAt(t.policy),
+		RateLimit:         t.brake.rate,
 		Replacements:      len(t.replacements),
 		ReplacementsTotal: t.replacementsTotal,
 		BudgetFreesAt:     t.budgetFreesAt(),
@@ -235,8 +248,11 @@ func (t *Tracker) Status(now time.Time) Status {
 		Unhealthy:         len(t.unhealthySince),
 		Quiet:             now.Sub(t.start) < t.policy.Quiet,
 	}
-	if t.braked {
-		st.BrakedSince = t.brakedAt
+	if t.brake.braked {
+		st.BrakedSince = t.brake.since
+	}
+	if left, at := t.brake.allowance(t.policy, now, t.replacements); left == 0 {
+		st.RateFreesAt = at
 	}
 	for _, n := range t.owed {
 		st.Owed += n

@@ -54,10 +54,14 @@
 //     always safe) and every roll. The brake releases at the
 //     Policy.BrakeConfirm-th consecutive observation that agrees with the one
 //     before on the set of alive members and the set of dead ones (the
-//     engaging observation is the first of the run); then the owed
-//     replacements go ahead, within the budget. A flapping provider listing
-//     (empty, then full again) thus never re-creates the group, and a real
-//     outage is replaced once the world holds still.
+//     engaging observation is the first of the run), made at least
+//     Policy.BrakeSettle after the world last changed; then the owed
+//     replacements go ahead, within the budget, and at a bounded rate for
+//     a while. Members dead within Policy.BrakeSettle of each other count
+//     together, so members that die one at a time brake too (brake.go has
+//     the rules). A flapping provider listing (empty, then full again) thus
+//     never re-creates the group, and a real outage is replaced once the
+//     world holds still.
 //   - Quiet period: while now − start < Policy.Quiet (start is when the
 //     Tracker was made: a fresh start or a new leader), no member is judged
 //     unhealthy: health a new process has only just begun to sample is not
@@ -88,6 +92,8 @@ const (
 	// DefaultBrakeConfirm is how many consecutive agreeing observations
 	// release the brake.
 	DefaultBrakeConfirm = 3
+	// DefaultBrakeSettle is watch's -brake-settle default.
+	DefaultBrakeSettle = 30 * time.Second
 )
 
 // Window is the span of the replacement budget.
@@ -117,6 +123,12 @@ type Policy struct {
 	// the brake, the engaging one counted (DefaultBrakeConfirm; values
 	// below 2 mean 2).
 	BrakeConfirm int
+	// BrakeSettle is the brake's time (brake.go): deaths within it count
+	// together, the confirming observation comes at least that long after
+	// the world last changed, and after a release the replacements go at
+	// a bounded rate per BrakeSettle. Zero means none of the three; the
+	// watch loop sets it (-brake-settle, DefaultBrakeSettle).
+	BrakeSettle time.Duration
 }
 
 // PolicyFromConfig is the policy of a group's health block, with the other
@@ -142,6 +154,7 @@ func (p Policy) withDefaults() Policy {
 		p.BrakeConfirm = 2
 	}
 	p.Grace = max(p.Grace, 0)
+	p.BrakeSettle = max(p.BrakeSettle, 0)
 	p.MaxReplacementsPerHour = max(p.MaxReplacementsPerHour, 0)
 	return p
 }
@@ -212,12 +225,8 @@ type Tracker struct {
 	// for their health) and whose replacement is still missing.
 	owed map[string]int
 
-	// braked is the brake; fingerprint and consistent track the agreeing
-	// observations that release it.
-	braked      bool
-	brakedAt    time.Time
-	fingerprint uint64
-	consistent  int
+	// brake is the mass-failure brake (brake.go).
+	brake brakeState
 
 	// replacements are the times of the replacement creates of the last
 	// Window, oldest first.

@@ -79,7 +79,7 @@ func TestDocExamples(t *testing.T) {
 
 	for _, name := range []string{
 		MetricPassDuration, MetricPasses, MetricLastPass, MetricInstances, MetricGroupDesiredSize,
-		MetricGroupBraked, MetricReplacements, MetricProviderErrors, MetricProviderRestarts, MetricLeader,
+		MetricGroupBraked, MetricBrakeEngaged, MetricReplacements, MetricProviderErrors, MetricProviderRestarts, MetricLeader,
 	} {
 		if !strings.Contains(doc, "| `"+name+"` |") {
 			t.Errorf("%s does not list %s in its metrics table", docPath, name)

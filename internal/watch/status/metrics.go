@@ -14,6 +14,7 @@ const (
 	MetricInstances        = "infrakit_instances"
 	MetricGroupDesiredSize = "infrakit_group_desired_size"
 	MetricGroupBraked      = "infrakit_group_braked"
+	MetricBrakeEngaged     = "infrakit_brake_engaged_total"
 	MetricReplacements     = "infrakit_replacements_total"
 	MetricProviderErrors   = "infrakit_provider_errors_total"
 	MetricProviderRestarts = "infrakit_provider_restarts_total"
@@ -35,6 +36,7 @@ type metrics struct {
 	instances        *prometheus.GaugeVec
 	desired          *prometheus.GaugeVec
 	braked           *prometheus.GaugeVec
+	brakeEngaged     *prometheus.CounterVec
 	replacements     *prometheus.CounterVec
 	providerErrors   *prometheus.CounterVec
 	providerRestarts *prometheus.CounterVec
@@ -69,6 +71,10 @@ func newMetrics() *metrics {
 			Name: MetricGroupBraked,
 			Help: "1 while the mass-failure brake holds a group's replacements, else 0.",
 		}, []string{"group"}),
+		brakeEngaged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricBrakeEngaged,
+			Help: "Times the mass-failure brake engaged on each group (a brief engagement shows here though a scrape misses the gauge).",
+		}, []string{"group"}),
 		replacements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricReplacements,
 			Help: "Instances replaced, by group and reason (vanished, unhealthy, rolling-update, ...).",
@@ -87,7 +93,7 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.registry.MustRegister(
-		m.passDuration, m.passes, m.lastPass, m.instances, m.desired, m.braked,
+		m.passDuration, m.passes, m.lastPass, m.instances, m.desired, m.braked, m.brakeEngaged,
 		m.replacements, m.providerErrors, m.providerRestarts, m.leader,
 		// The process's own CPU, memory and goroutines, which the bench
 		// and operators watch for an idle service.
@@ -113,6 +119,7 @@ func (m *metrics) removeGroup(name string) {
 	m.instances.DeletePartialMatch(l)
 	m.desired.DeletePartialMatch(l)
 	m.braked.DeletePartialMatch(l)
+	m.brakeEngaged.DeletePartialMatch(l)
 	m.replacements.DeletePartialMatch(l)
 }
 

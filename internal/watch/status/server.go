@@ -48,6 +48,8 @@ type Server struct {
 	addr     net.Addr
 	done     chan struct{} // closed when the serving goroutine returns
 	serveErr error
+	// hosts are the Host headers accepted (host.go), set by Start.
+	hosts hostCheck
 
 	// connState, when set before Start, sees every connection's state
 	// changes (http.Server.ConnState): tests wait on it for the server to
@@ -62,7 +64,7 @@ func NewServer(rec *Recorder, logger hclog.Logger) *Server {
 		logger = hclog.NewNullLogger()
 	}
 	s := &Server{rec: rec, logger: logger}
-	s.handler = s.routes()
+	s.handler = s.checkHost(s.routes())
 	return s
 }
 
@@ -96,6 +98,7 @@ func (s *Server) Start(listen string) error {
 		ErrorLog:          s.logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
 	}
 	s.srv, s.addr, s.done = srv, ln.Addr(), make(chan struct{})
+	s.hosts = newHostCheck(listen, ln.Addr())
 	s.logger.Info("serving status", "address", s.addr.String())
 	go func(done chan struct{}) {
 		defer close(done)

@@ -165,7 +165,7 @@ func TestServeMetrics(t *testing.T) {
 	text := string(body)
 	for _, name := range []string{
 		MetricPassDuration, MetricPasses, MetricLastPass, MetricInstances, MetricGroupDesiredSize,
-		MetricGroupBraked, MetricReplacements, MetricProviderErrors, MetricProviderRestarts, MetricLeader,
+		MetricGroupBraked, MetricBrakeEngaged, MetricReplacements, MetricProviderErrors, MetricProviderRestarts, MetricLeader,
 		"go_goroutines", "process_resident_memory_bytes",
 	} {
 		if !strings.Contains(text, "# TYPE "+name+" ") {

@@ -104,13 +104,20 @@ type Rolling struct {
 }
 
 // Brake is the mass-failure brake of a group: when more than half of it,
-// and at least 3, look dead at once, replacement pauses.
+// and at least 3, look dead at once or within the settle time
+// (-brake-settle), replacement pauses.
 type Brake struct {
 	Engaged bool `json:"engaged"`
 	// Reason says what the loop saw; "" when released.
 	Reason string `json:"reason"`
 	// Since is when it engaged; null when released.
 	Since *time.Time `json:"since"`
+	// ReleaseAt is, while engaged, the earliest a confirming re-list may
+	// release it (null otherwise).
+	ReleaseAt *time.Time `json:"release_at"`
+	// RateLimit, after a release, is how many replacements may go per
+	// settle time until none is owed; 0 when no limit holds.
+	RateLimit int `json:"rate_limit"`
 }
 
 // Provider is one provider process watch supervises.
@@ -146,6 +153,11 @@ type GroupReport struct {
 	// EventBrakeReleased on each change, so the loop need not.
 	Braked      bool
 	BrakeReason string
+	// BrakeReleaseAt is, while braked, the earliest a confirming re-list
+	// may release the brake; BrakeRateLimit, after a release, bounds the
+	// replacements per settle time (0: no limit).
+	BrakeReleaseAt time.Time
+	BrakeRateLimit int
 	// Start is when the group's pass started (zero: now minus Duration),
 	// Duration how long it took, Err why it failed (nil on success).
 	Start    time.Time
@@ -386,6 +398,7 @@ func (r *Recorder) Group(name string) (Group, bool) {
 func (g Group) clone() Group {
 	g.LastPass = clonePtr(g.LastPass)
 	g.Brake.Since = clonePtr(g.Brake.Since)
+	g.Brake.ReleaseAt = clonePtr(g.Brake.ReleaseAt)
 	return g
 }
 
@@ -441,9 +454,19 @@ func (r *Recorder) SetGroup(rep GroupReport) {
 	case rep.Braked:
 		view.Brake = Brake{Engaged: true, Reason: rep.BrakeReason, Since: &now}
 		brakeEvent = &Event{Kind: EventBrake, Message: "replacement paused: " + rep.BrakeReason}
+		r.metrics.brakeEngaged.WithLabelValues(rep.Name).Inc()
 	case was.Engaged:
-		brakeEvent = &Event{Kind: EventBrakeReleased, Message: "replacement resumed"}
+		msg := "replacement resumed"
+		if rep.BrakeRateLimit > 0 {
+			msg = fmt.Sprintf("replacement resumed, at most %d per settle time until none is owed", rep.BrakeRateLimit)
+		}
+		brakeEvent = &Event{Kind: EventBrakeReleased, Message: msg}
 	}
+	if rep.Braked && !rep.BrakeReleaseAt.IsZero() {
+		at := rep.BrakeReleaseAt
+		view.Brake.ReleaseAt = &at
+	}
+	view.Brake.RateLimit = rep.BrakeRateLimit
 	e.view = view
 	// Metrics are set under the lock so that two reports of one group
 	// never interleave their series.
@@ -480,6 +503,7 @@ func (r *Recorder) setGroupMetrics(e *groupEntry, c Counts, view Group) {
 		braked = 1
 	}
 	r.metrics.braked.WithLabelValues(view.Name).Set(braked)
+	r.metrics.brakeEngaged.WithLabelValues(view.Name) // 0 until it first engages
 }
 
 // RemoveGroup forgets a group that left the stack (after a reload), with

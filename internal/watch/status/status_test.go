@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,14 +170,15 @@ func fixture(t *testing.T) (*Recorder, *clock) {
 		Duration: 120 * time.Millisecond,
 	})
 	r.SetGroup(GroupReport{
-		Name:        "db",
-		Desired:     group.Desired{LogicalIDs: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}},
-		Members:     []group.Member{member("p-1", instance.StateRunning, flavor.HealthUnhealthy)},
-		Braked:      true,
-		BrakeReason: "2 of 3 instances look dead",
-		Start:       passStart,
-		Duration:    80 * time.Millisecond,
-		Err:         errors.New(`group "db": provision: capacity exhausted`),
+		Name:           "db",
+		Desired:        group.Desired{LogicalIDs: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}},
+		Members:        []group.Member{member("p-1", instance.StateRunning, flavor.HealthUnhealthy)},
+		Braked:         true,
+		BrakeReason:    "2 of 3 instances look dead",
+		BrakeReleaseAt: passStart.Add(30 * time.Second),
+		Start:          passStart,
+		Duration:       80 * time.Millisecond,
+		Err:            errors.New(`group "db": provision: capacity exhausted`),
 	})
 	r.Replacement("miners", "i-0", group.ReasonUnhealthy, "unhealthy past the 30s grace")
 	r.ProviderError("simulator", "Provision", errors.New(`provider "simulator": Provision: capacity exhausted`))
@@ -277,12 +279,21 @@ func TestBrakeTransitions(t *testing.T) {
 	if !g.Brake.Engaged || g.Brake.Reason != "4 of 4 look dead" || g.Brake.Since == nil || !g.Brake.Since.Equal(engagedAt) {
 		t.Errorf("brake = %+v, want engaged since %v with the latest reason", g.Brake, engagedAt)
 	}
-	rep.Braked, rep.BrakeReason = false, ""
+	release := clk.Now().Add(30 * time.Second)
+	rep.BrakeReleaseAt = release
+	r.SetGroup(rep)
+	if g, _ := r.Group("g"); g.Brake.ReleaseAt == nil || !g.Brake.ReleaseAt.Equal(release) {
+		t.Errorf("brake = %+v, want release_at %v", g.Brake, release)
+	}
+	rep.Braked, rep.BrakeReason, rep.BrakeReleaseAt, rep.BrakeRateLimit = false, "", time.Time{}, 2
 	clk.Advance(time.Minute)
 	r.SetGroup(rep)
 	g, _ = r.Group("g")
-	if g.Brake.Engaged || g.Brake.Since != nil || g.Brake.Reason != "" {
-		t.Errorf("released brake = %+v, want zero", g.Brake)
+	if g.Brake.Engaged || g.Brake.Since != nil || g.Brake.Reason != "" || g.Brake.ReleaseAt != nil || g.Brake.RateLimit != 2 {
+		t.Errorf("released brake = %+v, want zero but its rate limit of 2", g.Brake)
+	}
+	if n := counterValue(t, r, MetricBrakeEngaged, "g"); n != 1 {
+		t.Errorf("%s = %v, want 1 engagement", MetricBrakeEngaged, n)
 	}
 	var kinds []EventKind
 	for _, e := range r.Events(EventQuery{}) {
@@ -290,6 +301,9 @@ func TestBrakeTransitions(t *testing.T) {
 			t.Errorf("brake event without its group: %+v", e)
 		}
 		kinds = append(kinds, e.Kind)
+	}
+	if evs := r.Events(EventQuery{}); len(evs) == 2 && !strings.Contains(evs[1].Message, "at most 2") {
+		t.Errorf("release event %q does not give the rate limit", evs[1].Message)
 	}
 	if len(kinds) != 2 || kinds[0] != EventBrake || kinds[1] != EventBrakeReleased {
 		t.Errorf("events = %v, want [brake brake-released]", kinds)
@@ -366,4 +380,27 @@ func TestStatusIsASnapshot(t *testing.T) {
 	if g, _ := r.Group("g"); g.LastPass.IsZero() {
 		t.Error("a snapshot shares its times with the Recorder")
 	}
+}
+
+// counterValue is the value of the named counter's series of group g.
+func counterValue(t *testing.T, r *Recorder, name, g string) float64 {
+	t.Helper()
+	mfs, err := r.metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "group" && l.GetValue() == g {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series %s{group=%q}", name, g)
+	return 0
 }
