@@ -66,8 +66,12 @@ func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world 
 	staying := b.staying(e.Source, world.Members[e.Source])
 	ch := enrollment.Diff(e.Name, staying, enrollment.WantOf(st.Group(e.Source)), obs.Authorizations, render)
 	c.Failed = ch.Failed
+	// Members that run and are authorized now may be those replacing
+	// members that vanished (a heal's replacements, authorized by the sync
+	// after the pass): each such revocation waits for one of them.
+	var newcomers []StepID
 	for _, a := range ch.Authorize {
-		ep.authorize(a)
+		newcomers = append(newcomers, ep.authorize(a))
 	}
 	for _, r := range ch.Reauthorize {
 		ep.revoke(enrollment.Revocation{Authorization: r.Old, Reason: enrollment.ReasonReplaced}, ep.authorize(r.New))
@@ -77,8 +81,11 @@ func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world 
 	for _, r := range ch.Revoke {
 		source := enrollment.SourceOf(r.Authorization)
 		var after []StepID
-		if l := b.leaverOf(e.Source, source); l != nil && l.by != nil {
+		switch l := b.leaverOf(e.Source, source); {
+		case l != nil && l.by != nil:
 			after = append(after, b.authorizedFor(e.Name, l.by)) // make before break
+		case l == nil && len(newcomers) > 0:
+			after, newcomers = append(after, newcomers[0]), newcomers[1:] // make before break
 		}
 		b.beforeDrain(e.Source, source, ep.revoke(r, after...))
 	}

@@ -292,6 +292,22 @@ func followerGraphCases() []graphCase {
 					t.Errorf("enrollment = %+v: nothing should stay held", p.Enrollments[0])
 				}
 			}},
+		{name: "a vanished member's authorization is revoked only once the member replacing it is authorized",
+			setup: func(t *testing.T) (*config.Stack, *state.Document, World, Scope) {
+				g := cattleGroup("web", 2, "v1")
+				st := withEnrollment(stackOf(g), "nfs", "web")
+				before := map[string][]group.Member{"web": running("w", 2, hashOf(t, g))}
+				w := converged(t, st, before)
+				// w-1 vanished behind the plan's back; its replacement r-0
+				// runs, not authorized yet (a watch sync after a heal).
+				now := map[string][]group.Member{"web": {before["web"][0], running("r", 1, hashOf(t, g))[0]}}
+				w.Members = now
+				return st, storedAs(st, now), w, Scope{}
+			},
+			check: func(t *testing.T, p *Plan) {
+				revoke := one(t, p.Steps, "revoking the vanished member's authorization", kind(StepRevoke, "w-1"))
+				mustReach(t, p.Steps, revoke, one(t, p.Steps, "authorizing the replacement", kind(StepAuthorize, "r-0")))
+			}},
 		{name: "an ingress dropping a load balancer: recorded pending, torn down, cleared",
 			setup: func(t *testing.T) (*config.Stack, *state.Document, World, Scope) {
 				_, doc, w := web(t, 2, 2)
