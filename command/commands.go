@@ -28,6 +28,7 @@ func Commands(meta Meta) map[string]cli.CommandFactory {
 		"enrollment destroy":      func() (cli.Command, error) { return &EnrollmentDestroyCommand{Meta: meta}, nil },
 		"enrollment free":         func() (cli.Command, error) { return &EnrollmentFreeCommand{Meta: meta}, nil },
 		"fmt":                     func() (cli.Command, error) { return &FmtCommand{Meta: meta}, nil },
+		"graph":                   func() (cli.Command, error) { return &GraphCommand{Meta: meta}, nil },
 		"group":                   func() (cli.Command, error) { return &GroupCommand{Meta: meta}, nil },
 		"group describe":          func() (cli.Command, error) { return &GroupDescribeCommand{Meta: meta}, nil },
 		"group destroy":           func() (cli.Command, error) { return &GroupDestroyCommand{Meta: meta}, nil },
