@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/mitchellh/cli"
+	"github.com/posener/complete"
 
 	"github.com/infrakit/infrakit/command"
 )
@@ -93,6 +94,15 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		HelpFunc:    helpFunc,
 		HelpWriter:  stdout,
 		ErrorWriter: stderr,
+		// Shell completion: -install-autocomplete adds `complete -C` lines
+		// to ~/.bashrc and ~/.zshrc; the shell then runs infrakit with
+		// COMP_LINE set, and the commands predict their flags and names.
+		Autocomplete:          true,
+		AutocompleteInstall:   "install-autocomplete",
+		AutocompleteUninstall: "uninstall-autocomplete",
+		AutocompleteGlobalFlags: complete.Flags{
+			"-chdir": complete.PredictDirs("*"),
+		},
 	}
 	// cli answers an unknown command with the usage and exit code 127; the
 	// contract is 1 for every error, with the reason said first.
@@ -198,6 +208,9 @@ Global options (before the command):
   -help          Show this help, or a command's help after the command
                  ("infrakit help COMMAND" is the same).
   -version       Same as the version command.
+  -install-autocomplete    Install shell completion (bash, zsh) of the
+                           commands, their flags and the state's names.
+  -uninstall-autocomplete  Remove it.
 
 Environment:
   INFRAKIT_LOG            Log level: trace, debug, info, warn, error, off

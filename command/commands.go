@@ -16,8 +16,14 @@ package command
 import "github.com/mitchellh/cli"
 
 // Commands is the command table main runs: verb -> factory. Every command
-// gets its own copy of meta.
+// gets its own copy of meta, and shell completion of its flags and
+// arguments.
 func Commands(meta Meta) map[string]cli.CommandFactory {
+	return withCompletion(meta, commandTable(meta))
+}
+
+// commandTable is the table itself.
+func commandTable(meta Meta) map[string]cli.CommandFactory {
 	return map[string]cli.CommandFactory{
 		// One line per verb, kept in alphabetical order.
 		"apply":                   func() (cli.Command, error) { return &ApplyCommand{Meta: meta}, nil },

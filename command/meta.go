@@ -48,6 +48,10 @@ type Meta struct {
 	// ShutdownCtx is cancelled when the user asks infrakit to stop (the first
 	// SIGINT or SIGTERM, see NotifyShutdown). Use Context().
 	ShutdownCtx context.Context
+
+	// captureFlags, when set, receives every flag set the command makes:
+	// shell completion learns a command's flags from the command itself.
+	captureFlags func(*flag.FlagSet)
 }
 
 // NewMeta returns a Meta for work in workDir with a Ui over the given
@@ -168,6 +172,9 @@ func (m *Meta) FlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	if m.captureFlags != nil {
+		m.captureFlags(fs)
+	}
 	return fs
 }
 
