@@ -84,13 +84,17 @@ func (c completing) AutocompleteArgs() complete.Predictor {
 	case c.name == "fmt" || c.name == "convert" || c.name == "plugins install" || c.name == "apply":
 		return complete.PredictFiles("*")
 	case first == "group" && c.name != "group":
-		return c.stateNames(func(st *config.Stack) []string { return names(st.Groups, func(g *config.Group) string { return g.Name }) })
+		return c.stateNames(func(st *config.Stack) []string {
+			return names(st.Groups, func(g *config.Group) string { return g.Name })
+		})
 	case strings.HasPrefix(c.name, "lb ") && strings.HasSuffix(c.name, " ls"):
 		return c.stateNames(func(st *config.Stack) []string {
 			return names(st.LoadBalancers, func(lb *config.LoadBalancer) string { return lb.Name })
 		})
 	case first == "ingress" && c.name != "ingress":
-		return c.stateNames(func(st *config.Stack) []string { return names(st.Ingresses, func(i *config.Ingress) string { return i.Name }) })
+		return c.stateNames(func(st *config.Stack) []string {
+			return names(st.Ingresses, func(i *config.Ingress) string { return i.Name })
+		})
 	case first == "enrollment" && c.name != "enrollment":
 		return c.stateNames(func(st *config.Stack) []string {
 			return names(st.Enrollments, func(e *config.Enrollment) string { return e.Name })
