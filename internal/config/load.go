@@ -35,9 +35,10 @@ var rootSchema = &hcl.BodySchema{
 }
 
 // stackSchema is the body of the stack block. Settings of the stack as a
-// whole (a backend block) are added here and decoded in decodeStack.
+// whole (a backend block, a limits block) are added here and decoded in
+// decodeStack.
 var stackSchema = &hcl.BodySchema{
-	Blocks: []hcl.BlockHeaderSchema{{Type: blockBackend, LabelNames: []string{"type"}}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: blockBackend, LabelNames: []string{"type"}}, {Type: blockLimits}},
 }
 
 // Load reads a stack: every *.hcl file directly in dir, in name order, then
@@ -68,15 +69,21 @@ func Load(dir string, extra ...string) (*Stack, hcl.Diagnostics) {
 	var files []*hcl.File
 	var specs []*legacy.File
 	for _, name := range names {
+		src, d := ReadSource(name)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			st.Files[name] = &hcl.File{Bytes: src}
+			continue
+		}
 		if !legacy.IsFile(name) {
-			f, d := parser.ParseHCLFile(name)
+			f, d := parser.ParseHCL(src, name)
 			diags = append(diags, d...)
 			if f != nil {
 				files = append(files, f)
 			}
 			continue
 		}
-		spec, d := readSpecification(name)
+		spec, d := legacy.Parse(src, name)
 		diags = append(diags, d...)
 		if spec != nil {
 			st.Files[name] = spec.HCL
@@ -99,22 +106,9 @@ func Load(dir string, extra ...string) (*Stack, hcl.Diagnostics) {
 	return st, append(diags, l.diags...)
 }
 
-// readSpecification reads and converts one specification file.
-func readSpecification(name string) (*legacy.File, hcl.Diagnostics) {
-	src, err := os.ReadFile(name)
-	if err != nil {
-		return nil, hcl.Diagnostics{{
-			Severity: hcl.DiagError,
-			Summary:  "Failed to read file",
-			Detail:   fmt.Sprintf("The specification %q could not be read: %s.", name, err),
-		}}
-	}
-	return legacy.Parse(src, name)
-}
-
 // impliedStackName names a stack of specifications without a stack block
 // after its directory (dir, or the first specification's), as Docker
-// Compose names a project.
+// Compose names a project: made to obey the rule of stack names.
 func impliedStackName(dir string, names []string) string {
 	if dir == "" {
 		for _, n := range names {
@@ -132,7 +126,7 @@ func impliedStackName(dir string, names []string) string {
 	if name == "." || name == string(filepath.Separator) {
 		return ""
 	}
-	return name
+	return impliedName(name)
 }
 
 // StackFiles lists the stack files of dir, as Load reads them: the *.hcl
@@ -184,9 +178,13 @@ func specificationFiles(st *Stack, dir string) ([]string, hcl.Diagnostics, error
 			continue
 		}
 		name := filepath.Join(dir, e.Name())
-		src, err := os.ReadFile(name)
-		if err != nil {
-			return nil, nil, err
+		src, limits := ReadSource(name)
+		if limits.HasErrors() {
+			// Too large or too deep to look into: report it as a stack
+			// file would be, rather than guess what it is.
+			st.Files[name] = &hcl.File{Bytes: src}
+			diags = append(diags, limits...)
+			continue
 		}
 		spec, syntax := legacy.IsSpecification(src, name)
 		switch {
@@ -387,11 +385,12 @@ func (l *loader) decodeStack(blocks []*hcl.Block) {
 	b := blocks[0]
 	l.st.Name = b.Labels[0]
 	l.st.DeclRange = b.DefRange
-	if l.st.Name == "" {
-		l.errorf(b.LabelRanges[0], "Invalid stack name", "The stack name must not be empty.")
+	if err := CheckStackName(l.st.Name); err != nil {
+		l.errorf(b.LabelRanges[0], "Invalid stack name", "%s.", upperFirst(err.Error()))
 	}
 	content, d := b.Body.Content(stackSchema)
 	l.diags = append(l.diags, d...)
+	l.decodeLimits(b, content.Blocks.OfType(blockLimits))
 	l.decodeBackend(b, content.Blocks.OfType(blockBackend))
 }
 
@@ -422,14 +421,12 @@ func (l *loader) declare(blocks []*hcl.Block, seen map[string]hcl.Range, order *
 // checkName reports a block label that is empty, or that a reference could
 // not name (references are HCL identifiers: group.cattle).
 func (l *loader) checkName(b *hcl.Block, referenceable bool) bool {
-	name := b.Labels[0]
-	switch {
-	case name == "":
-		l.errorf(b.LabelRanges[0], "Invalid "+b.Type+" name", "The name of a %s must not be empty.", b.Type)
-		return false
-	case referenceable && !validIdentifier(name):
-		l.errorf(b.LabelRanges[0], "Invalid "+b.Type+" name",
-			"%q cannot be referenced: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", name)
+	check := checkLabel
+	if referenceable {
+		check = checkReferenceableName
+	}
+	if err := check(b.Type, b.Labels[0]); err != nil {
+		l.errorf(b.LabelRanges[0], "Invalid "+b.Type+" name", "%s.", upperFirst(err.Error()))
 		return false
 	}
 	return true
