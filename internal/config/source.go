@@ -201,7 +201,7 @@ func yamlQuoteOpens(src []byte, i int) bool {
 }
 
 // skipSingleQuoted returns the offset of the quote closing the YAML
-// single-quoted string opening at i (” is a quote inside it).
+// single-quoted string opening at i (two quotes stand for one inside it).
 func skipSingleQuoted(src []byte, i int) int {
 	for j := i + 1; j < len(src); j++ {
 		if src[j] == '\'' {
