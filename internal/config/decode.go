@@ -252,8 +252,8 @@ func (l *loader) logicalIDs(a *hcl.Attribute, group string) []string {
 			continue
 		}
 		s := id.AsString()
-		if s == "" {
-			l.errorf(e.Range(), "Invalid logical ID", "A logical ID must not be empty.")
+		if err := checkLogicalIDs([]string{s}); err != nil {
+			l.errorf(e.Range(), "Invalid logical ID", "%s.", upperFirst(err.Error()))
 			continue
 		}
 		if r, dup := first[s]; dup {

@@ -140,6 +140,13 @@ func (l *loader) checkGroupSizeAt(subject hcl.Range, group string, n int) bool {
 // map key) longer than MaxPropertyValueSize: its path, its length and its
 // first bytes. found is false when there is none.
 func oversized(v cty.Value) (path cty.Path, size int, prefix string, found bool) {
+	path, size, prefix, _, found = oversizedKey(v)
+	return path, size, prefix, found
+}
+
+// oversizedKey is oversized, also saying whether what it found is an
+// attribute name or map key (at the end of path) rather than a value.
+func oversizedKey(v cty.Value) (path cty.Path, size int, prefix string, isKey, found bool) {
 	_ = cty.Walk(v, func(p cty.Path, val cty.Value) (bool, error) {
 		if found {
 			return false, nil
@@ -155,7 +162,7 @@ func oversized(v cty.Value) (path cty.Path, size int, prefix string, found bool)
 				}
 			}
 			if len(key) > MaxPropertyValueSize {
-				path, size, prefix, found = p.Copy(), len(key), key, true
+				path, size, prefix, isKey, found = p.Copy(), len(key), key, true, true
 				return false, nil
 			}
 		}
@@ -167,7 +174,7 @@ func oversized(v cty.Value) (path cty.Path, size int, prefix string, found bool)
 		}
 		return true, nil
 	})
-	return path, size, Prefix(prefix, 40), found
+	return path, size, Prefix(prefix, 40), isKey, found
 }
 
 // tooLargeValue is the message about a value oversized found.
@@ -206,9 +213,13 @@ func CheckProperties(raw json.RawMessage) error {
 // checkPropertiesAt reports properties v (encoded as b) over the limits at
 // the part of expr they are about.
 func (l *loader) checkPropertiesAt(expr hcl.Expression, v cty.Value, b []byte) bool {
-	if p, size, prefix, found := oversized(v); found {
-		subject, _, _ := exprAt(expr, pathNames(p))
-		l.errorf(subject, "Property value too large", "%s", tooLargeValue("This value", size, prefix))
+	if p, size, prefix, isKey, found := oversizedKey(v); found {
+		subject, key, _ := exprAt(expr, pathNames(p))
+		what := "This value"
+		if isKey {
+			subject, what = key, "This key"
+		}
+		l.errorf(subject, "Property value too large", "%s", tooLargeValue(what, size, prefix))
 		return false
 	}
 	if len(b) > MaxPropertiesSize {
