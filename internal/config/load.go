@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclparse"
 
 	"github.com/infrakit/infrakit/internal/config/legacy"
 )
@@ -65,45 +64,17 @@ func Load(dir string, extra ...string) (*Stack, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return st, diags
 	}
-	parser := hclparse.NewParser()
-	var files []*hcl.File
-	var specs []*legacy.File
-	for _, name := range names {
+	srcs := make([][]byte, len(names))
+	for i, name := range names {
 		src, d := ReadSource(name)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			st.Files[name] = &hcl.File{Bytes: src}
 			continue
 		}
-		if !legacy.IsFile(name) {
-			f, d := parser.ParseHCL(src, name)
-			diags = append(diags, d...)
-			if f != nil {
-				files = append(files, f)
-			}
-			continue
-		}
-		spec, d := legacy.Parse(src, name)
-		diags = append(diags, d...)
-		if spec != nil {
-			st.Files[name] = spec.HCL
-			files = append(files, spec.HCL)
-			specs = append(specs, spec)
-		}
+		srcs[i] = src
 	}
-	for name, f := range parser.Files() {
-		st.Files[name] = f
-	}
-	if diags.HasErrors() {
-		return st, diags
-	}
-	l := newLoader(st)
-	l.specs = specs
-	if len(specs) > 0 {
-		l.impliedName = impliedStackName(dir, names)
-	}
-	l.load(files)
-	return st, append(diags, l.diags...)
+	return loadSources(st, dir, names, srcs, diags)
 }
 
 // impliedStackName names a stack of specifications without a stack block
