@@ -92,6 +92,9 @@ func writeSnippet(b *strings.Builder, files map[string]*hcl.File, d *hcl.Diagnos
 	shown := 0
 	for sc.Scan() {
 		line := sc.Range()
+		if line.Start.Byte > snip.End.Byte {
+			break // the rest of the file is past the snippet
+		}
 		if !line.Overlaps(snip) {
 			continue
 		}
