@@ -174,7 +174,7 @@ func oversizedKey(v cty.Value) (path cty.Path, size int, prefix string, isKey, f
 		}
 		return true, nil
 	})
-	return path, size, Prefix(prefix, 40), isKey, found
+	return path, size, clip(prefix, 40), isKey, found
 }
 
 // tooLargeValue is the message about a value oversized found.
@@ -257,9 +257,9 @@ func pathNames(p cty.Path) []string {
 func CheckTag(key, value string) error {
 	switch {
 	case len(key) > MaxPropertyValueSize:
-		return errors.New(strings.TrimSuffix(tooLargeValue("A tag key", len(key), Prefix(key, 40)), "."))
+		return errors.New(strings.TrimSuffix(tooLargeValue("A tag key", len(key), clip(key, 40)), "."))
 	case len(value) > MaxPropertyValueSize:
-		return errors.New(strings.TrimSuffix(tooLargeValue(fmt.Sprintf("The value of tag %s", quoteName(key)), len(value), Prefix(value, 40)), "."))
+		return errors.New(strings.TrimSuffix(tooLargeValue(fmt.Sprintf("The value of tag %s", quoteName(key)), len(value), clip(value, 40)), "."))
 	}
 	return nil
 }

@@ -66,12 +66,12 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 
 
 // quoteName quotes a name for a message, shortened when it is long.
 func quoteName(name string) string {
-	return fmt.Sprintf("%q", Prefix(name, 64))
+	return fmt.Sprintf("%q", clip(name, 64))
 }
 
-// Prefix is s cut to at most n bytes (at a rune boundary) with "…" after
+// clip is s cut to at most n bytes (at a rune boundary) with "…" after
 // it when something was cut: how messages show a value that may be huge.
-func Prefix(s string, n int) string {
+func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -100,7 +100,7 @@ func impliedName(dir string) string {
 	if name != "" && !validIdentifier(name) {
 		name = "_" + name
 	}
-	name = strings.TrimSuffix(Prefix(name, MaxNameLength-len("…")), "…")
+	name = strings.TrimSuffix(clip(name, MaxNameLength-len("…")), "…")
 	if CheckStackName(name) != nil {
 		return ""
 	}
