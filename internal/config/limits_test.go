@@ -2,6 +2,8 @@ package config_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +230,24 @@ func TestFormatRefusesDeepFiles(t *testing.T) {
 	_, diags := config.Format([]byte("x = "+strings.Repeat("(", 100_000)), "a.hcl")
 	if len(diags) != 1 || diags[0].Summary != "Nesting too deep" {
 		t.Fatalf("diagnostics %v", diags)
+	}
+}
+
+// TestImpliedNameObeysTheRule: a stack named after its directory gets a
+// name CheckStackName accepts, whatever the directory is called.
+func TestImpliedNameObeysTheRule(t *testing.T) {
+	for dir, want := range map[string]string{"my.app": "my-app", "2024": "_2024", "web": "web", "a b/": "a-b", "-x": "_-x", "café": "café"} {
+		parent := t.TempDir()
+		path := filepath.Join(parent, dir)
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(path, "web.json"), []byte(webGroupJSON), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		st, diags := config.Load(path)
+		if st.Name != want || diags.HasErrors() || config.CheckStackName(st.Name) != nil {
+			t.Errorf("directory %q: stack %q, want %q\n%s", dir, st.Name, want, render(st, diags))
+		}
 	}
 }
