@@ -105,9 +105,13 @@ func (l *loader) decodeProvider(b *hcl.Block) {
 		}
 	}
 	if len(config) > 0 {
-		b, err := valueJSON(cty.ObjectVal(config))
+		v := cty.ObjectVal(config)
+		b, err := valueJSON(v)
 		if err != nil {
 			l.errorf(p.DeclRange, "Invalid provider configuration", "The configuration cannot be encoded as JSON: %s.", err)
+		}
+		if err == nil && !l.checkPropertiesAt(hcl.StaticExpr(v, p.DeclRange), v, b) {
+			return
 		}
 		p.Config = b
 	}
@@ -183,11 +187,11 @@ func (l *loader) decodeAllocation(g *Group, b *hcl.Block, content *hcl.BodyConte
 		l.errorf(b.DefRange, "Missing allocation",
 			"A group needs size = N (cattle) or logical_ids = [...] (pets).")
 	case sa != nil:
-		if n, ok := l.intAttr(sa, 0, maxInt, true); ok {
+		if n, ok := l.intAttr(sa, 0, maxInt, true); ok && l.checkGroupSizeAt(sa.Expr.Range(), g.Name, n) {
 			g.Size = &n
 		}
 	default:
-		g.LogicalIDs = l.logicalIDs(la)
+		g.LogicalIDs = l.logicalIDs(la, g.Name)
 	}
 }
 
@@ -202,6 +206,11 @@ func (l *loader) userTags(a *hcl.Attribute) map[string]string {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
+		if err := CheckTag(k, user[k]); err != nil && !tags.IsReserved(k) {
+			l.errorf(a.Expr.Range(), "Invalid tag", "%s.", upperFirst(err.Error()))
+			delete(user, k)
+			continue
+		}
 		if tags.IsReserved(k) {
 			_, keyRange, found := exprAt(a.Expr, []string{k})
 			if !found {
@@ -220,11 +229,14 @@ func (l *loader) userTags(a *hcl.Attribute) map[string]string {
 
 // logicalIDs decodes a non-empty list of unique, non-empty logical IDs,
 // pointing at the offending element when one is wrong.
-func (l *loader) logicalIDs(a *hcl.Attribute) []string {
+func (l *loader) logicalIDs(a *hcl.Attribute, group string) []string {
 	exprs, d := hcl.ExprList(a.Expr)
 	if d.HasErrors() {
 		l.errorf(a.Expr.Range(), "Invalid logical_ids",
 			"logical_ids must be a list of strings written out, like [\"10.0.0.1\", \"10.0.0.2\"].")
+		return nil
+	}
+	if !l.checkGroupSizeAt(a.Expr.Range(), group, len(exprs)) {
 		return nil
 	}
 	if len(exprs) == 0 {
@@ -240,8 +252,8 @@ func (l *loader) logicalIDs(a *hcl.Attribute) []string {
 			continue
 		}
 		s := id.AsString()
-		if s == "" {
-			l.errorf(e.Range(), "Invalid logical ID", "A logical ID must not be empty.")
+		if err := checkLogicalIDs([]string{s}); err != nil {
+			l.errorf(e.Range(), "Invalid logical ID", "%s.", upperFirst(err.Error()))
 			continue
 		}
 		if r, dup := first[s]; dup {
@@ -376,9 +388,14 @@ func (l *loader) decodeTarget(b *hcl.Block) EnrollmentTarget {
 		t.Properties = l.sourceText(a.Expr)
 		v, vd := a.Expr.Value(memberEvalContext(cty.UnknownVal(MemberType())))
 		l.diags = append(l.diags, vd...)
-		if !vd.HasErrors() && !isObjectLike(v) {
+		switch {
+		case vd.HasErrors():
+		case !isObjectLike(v):
 			l.errorf(a.Expr.Range(), "Invalid properties",
 				"The properties must be an object, like { host = member.address }; got %s.", v.Type().FriendlyName())
+		default:
+			// The source text is what state keeps and what is rendered per member.
+			l.checkPropertiesAt(a.Expr, v, []byte(t.Properties))
 		}
 	}
 	return t

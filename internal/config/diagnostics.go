@@ -89,40 +89,89 @@ func writeSnippet(b *strings.Builder, files map[string]*hcl.File, d *hcl.Diagnos
 
 	src := file.Bytes
 	sc := hcl.NewRangeScanner(src, subject.Filename, bufio.ScanLines)
+	shown := 0
 	for sc.Scan() {
 		line := sc.Range()
+		if line.Start.Byte > snip.End.Byte {
+			break // the rest of the file is past the snippet
+		}
 		if !line.Overlaps(snip) {
 			continue
 		}
-		fmt.Fprintf(b, "%4d: %s\n", line.Start.Line, sc.Bytes())
-		before, highlighted, _ := line.PartitionAround(subject)
-		if highlighted.Empty() {
-			if subject.Start.Line != line.Start.Line {
-				continue
+		if shown++; shown > maxSnippetLines {
+			if shown == maxSnippetLines+1 {
+				b.WriteString("      ...\n")
 			}
+			continue
+		}
+		before, highlighted, _ := line.PartitionAround(subject)
+		if highlighted.Empty() && subject.Start.Line == line.Start.Line {
 			// The subject is just past the end of the line (a missing
 			// closing brace): point there.
 			before = line
 		}
-		lead, marked := before.SliceBytes(src), highlighted.SliceBytes(src)
-		if highlighted.Start.Byte == line.Start.Byte {
+		leadBytes, markedBytes := before.SliceBytes(src), highlighted.SliceBytes(src)
+		if !highlighted.Empty() && highlighted.Start.Byte == line.Start.Byte {
 			// A range continued from an earlier line: underline from the
 			// first character, not the indentation.
-			rest := bytes.TrimLeft(marked, " \t")
-			lead, marked = marked[:len(marked)-len(rest)], rest
+			rest := bytes.TrimLeft(markedBytes, " \t")
+			leadBytes, markedBytes = markedBytes[:len(markedBytes)-len(rest)], rest
+		}
+		text, lead, marked := clipLine(string(sc.Bytes()), string(leadBytes), string(markedBytes))
+		fmt.Fprintf(b, "%4d: %s\n", line.Start.Line, text)
+		if highlighted.Empty() && subject.Start.Line != line.Start.Line {
+			continue
 		}
 		// Keep tabs so the carets line up under tab-indented source.
 		var pad strings.Builder
 		pad.WriteString("      ")
-		for _, r := range string(lead) {
+		for _, r := range lead {
 			if r == '\t' {
 				pad.WriteRune('\t')
 			} else {
 				pad.WriteRune(' ')
 			}
 		}
-		n := max(1, utf8.RuneCount(marked))
+		n := max(1, utf8.RuneCountInString(marked))
 		fmt.Fprintf(b, "%s%s%s%s\n", pad.String(), colorCode, strings.Repeat("^", n), reset)
 	}
 	b.WriteString("\n")
+}
+
+// A snippet shows at most maxSnippetLines lines of at most
+// maxSnippetWidth characters: a subject spanning a whole file, or on a
+// line megabytes long, must not make a diagnostic as large.
+const (
+	maxSnippetLines = 10
+	maxSnippetWidth = 120
+	// snippetLead is how many characters before the subject a clipped
+	// line keeps.
+	snippetLead = 40
+)
+
+// clipLine cuts a source line longer than maxSnippetWidth to a window
+// around the subject, marking the cuts with "…". lead is the text of the
+// line before the subject and marked the subject's part of it; it returns
+// the three as shown.
+func clipLine(line, lead, marked string) (string, string, string) {
+	if utf8.RuneCountInString(line) <= maxSnippetWidth {
+		return line, lead, marked
+	}
+	runes := []rune(line)
+	start := max(0, utf8.RuneCountInString(lead)-snippetLead)
+	end := min(len(runes), start+maxSnippetWidth)
+	leadRunes := []rune(lead)[start:]
+	markedRunes := []rune(marked)
+	if room := end - start - len(leadRunes); len(markedRunes) > room {
+		markedRunes = markedRunes[:max(room, 0)]
+	}
+	text := string(runes[start:end])
+	shownLead := string(leadRunes)
+	if start > 0 {
+		text, shownLead = "…"+text, " "+shownLead
+	}
+	if end < len(runes) {
+		text += "…"
+	}
+	return text, shownLead, string(markedRunes)
 }

@@ -18,7 +18,10 @@ import (
 func (s *Stack) MarshalHCL() ([]byte, error) {
 	f := hclwrite.NewEmptyFile()
 	root := f.Body()
-	root.AppendNewBlock(blockStack, []string{s.Name})
+	sb := root.AppendNewBlock(blockStack, []string{s.Name}).Body()
+	if s.Limits != nil && s.Limits.MaxGroupSize != 0 {
+		sb.AppendNewBlock(blockLimits, nil).Body().SetAttributeValue("max_group_size", cty.NumberIntVal(int64(s.Limits.MaxGroupSize)))
+	}
 	for _, p := range s.Providers {
 		root.AppendNewline()
 		b := root.AppendNewBlock(blockProvider, []string{p.Name}).Body()

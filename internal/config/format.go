@@ -8,8 +8,12 @@ import (
 
 // Format returns src in canonical HCL layout (what `infrakit fmt` writes).
 // Source with syntax errors is not formatted: the diagnostics say where the
-// errors are, so a half-understood file is never rewritten.
+// errors are, so a half-understood file is never rewritten; nor is one
+// over the limits of CheckSource.
 func Format(src []byte, filename string) ([]byte, hcl.Diagnostics) {
+	if diags := CheckSource(filename, src); diags.HasErrors() {
+		return nil, diags
+	}
 	if _, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos); diags.HasErrors() {
 		return nil, diags
 	}

@@ -90,7 +90,10 @@ func genProperties() *rapid.Generator[[]byte] {
 
 func genStack() *rapid.Generator[*config.Stack] {
 	return rapid.Custom(func(t *rapid.T) *config.Stack {
-		st := &config.Stack{Name: rapid.StringMatching(`[a-z][a-z0-9.-]{0,8}`).Draw(t, "stack")}
+		st := &config.Stack{Name: rapid.StringMatching(`[a-z_][a-z0-9_-]{0,8}`).Draw(t, "stack")}
+		if rapid.Bool().Draw(t, "limits") {
+			st.Limits = &config.Limits{MaxGroupSize: rapid.IntRange(100, config.MaxMaxGroupSize).Draw(t, "max_group_size")}
+		}
 
 		// Providers: distinct keys, some aliased.
 		names := rapid.SliceOfNDistinct(genIdent().Filter(func(s string) bool { return !slices.Contains(notProviderNames, s) }), 1, 3, rapid.ID[string]).Draw(t, "providers")

@@ -55,6 +55,9 @@ func render(st *config.Stack, diags hcl.Diagnostics) string {
 func clearSource(st *config.Stack) *config.Stack {
 	st.Files = nil
 	st.DeclRange = hcl.Range{}
+	if st.Limits != nil {
+		st.Limits.DeclRange, st.Limits.MaxGroupSizeRange = hcl.Range{}, hcl.Range{}
+	}
 	for _, p := range st.Providers {
 		p.DeclRange = hcl.Range{}
 	}

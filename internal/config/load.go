@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclparse"
 
 	"github.com/infrakit/infrakit/internal/config/legacy"
 )
@@ -35,9 +34,10 @@ var rootSchema = &hcl.BodySchema{
 }
 
 // stackSchema is the body of the stack block. Settings of the stack as a
-// whole (a backend block) are added here and decoded in decodeStack.
+// whole (a backend block, a limits block) are added here and decoded in
+// decodeStack.
 var stackSchema = &hcl.BodySchema{
-	Blocks: []hcl.BlockHeaderSchema{{Type: blockBackend, LabelNames: []string{"type"}}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: blockBackend, LabelNames: []string{"type"}}, {Type: blockLimits}},
 }
 
 // Load reads a stack: every *.hcl file directly in dir, in name order, then
@@ -64,57 +64,22 @@ func Load(dir string, extra ...string) (*Stack, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return st, diags
 	}
-	parser := hclparse.NewParser()
-	var files []*hcl.File
-	var specs []*legacy.File
-	for _, name := range names {
-		if !legacy.IsFile(name) {
-			f, d := parser.ParseHCLFile(name)
-			diags = append(diags, d...)
-			if f != nil {
-				files = append(files, f)
-			}
+	srcs := make([][]byte, len(names))
+	for i, name := range names {
+		src, d := ReadSource(name)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			st.Files[name] = &hcl.File{Bytes: src}
 			continue
 		}
-		spec, d := readSpecification(name)
-		diags = append(diags, d...)
-		if spec != nil {
-			st.Files[name] = spec.HCL
-			files = append(files, spec.HCL)
-			specs = append(specs, spec)
-		}
+		srcs[i] = src
 	}
-	for name, f := range parser.Files() {
-		st.Files[name] = f
-	}
-	if diags.HasErrors() {
-		return st, diags
-	}
-	l := newLoader(st)
-	l.specs = specs
-	if len(specs) > 0 {
-		l.impliedName = impliedStackName(dir, names)
-	}
-	l.load(files)
-	return st, append(diags, l.diags...)
-}
-
-// readSpecification reads and converts one specification file.
-func readSpecification(name string) (*legacy.File, hcl.Diagnostics) {
-	src, err := os.ReadFile(name)
-	if err != nil {
-		return nil, hcl.Diagnostics{{
-			Severity: hcl.DiagError,
-			Summary:  "Failed to read file",
-			Detail:   fmt.Sprintf("The specification %q could not be read: %s.", name, err),
-		}}
-	}
-	return legacy.Parse(src, name)
+	return loadSources(st, dir, names, srcs, diags)
 }
 
 // impliedStackName names a stack of specifications without a stack block
 // after its directory (dir, or the first specification's), as Docker
-// Compose names a project.
+// Compose names a project: made to obey the rule of stack names.
 func impliedStackName(dir string, names []string) string {
 	if dir == "" {
 		for _, n := range names {
@@ -132,7 +97,7 @@ func impliedStackName(dir string, names []string) string {
 	if name == "." || name == string(filepath.Separator) {
 		return ""
 	}
-	return name
+	return impliedName(name)
 }
 
 // StackFiles lists the stack files of dir, as Load reads them: the *.hcl
@@ -184,9 +149,13 @@ func specificationFiles(st *Stack, dir string) ([]string, hcl.Diagnostics, error
 			continue
 		}
 		name := filepath.Join(dir, e.Name())
-		src, err := os.ReadFile(name)
-		if err != nil {
-			return nil, nil, err
+		src, limits := ReadSource(name)
+		if limits.HasErrors() {
+			// Too large or too deep to look into: report it as a stack
+			// file would be, rather than guess what it is.
+			st.Files[name] = &hcl.File{Bytes: src}
+			diags = append(diags, limits...)
+			continue
 		}
 		spec, syntax := legacy.IsSpecification(src, name)
 		switch {
@@ -387,11 +356,12 @@ func (l *loader) decodeStack(blocks []*hcl.Block) {
 	b := blocks[0]
 	l.st.Name = b.Labels[0]
 	l.st.DeclRange = b.DefRange
-	if l.st.Name == "" {
-		l.errorf(b.LabelRanges[0], "Invalid stack name", "The stack name must not be empty.")
+	if err := CheckStackName(l.st.Name); err != nil {
+		l.errorf(b.LabelRanges[0], "Invalid stack name", "%s.", upperFirst(err.Error()))
 	}
 	content, d := b.Body.Content(stackSchema)
 	l.diags = append(l.diags, d...)
+	l.decodeLimits(b, content.Blocks.OfType(blockLimits))
 	l.decodeBackend(b, content.Blocks.OfType(blockBackend))
 }
 
@@ -422,14 +392,12 @@ func (l *loader) declare(blocks []*hcl.Block, seen map[string]hcl.Range, order *
 // checkName reports a block label that is empty, or that a reference could
 // not name (references are HCL identifiers: group.cattle).
 func (l *loader) checkName(b *hcl.Block, referenceable bool) bool {
-	name := b.Labels[0]
-	switch {
-	case name == "":
-		l.errorf(b.LabelRanges[0], "Invalid "+b.Type+" name", "The name of a %s must not be empty.", b.Type)
-		return false
-	case referenceable && !validIdentifier(name):
-		l.errorf(b.LabelRanges[0], "Invalid "+b.Type+" name",
-			"%q cannot be referenced: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", name)
+	check := checkLabel
+	if referenceable {
+		check = checkReferenceableName
+	}
+	if err := check(b.Type, b.Labels[0]); err != nil {
+		l.errorf(b.LabelRanges[0], "Invalid "+b.Type+" name", "%s.", upperFirst(err.Error()))
 		return false
 	}
 	return true

@@ -243,7 +243,9 @@ func TestDuplicateAcrossFormats(t *testing.T) {
 // named after their directory, with a warning saying how to pin the name.
 func TestImpliedStackName(t *testing.T) {
 	st, diags, dir := loadSource(t, map[string]string{"web.json": webGroupJSON})
-	want := filepath.Base(dir)
+	// t.TempDir's "001": a name may not start with a digit, so an
+	// underscore goes in front.
+	want := "_" + filepath.Base(dir)
 	if st.Name != want || diags.HasErrors() {
 		t.Fatalf("stack %q, want %q:\n%s", st.Name, want, render(st, diags))
 	}

@@ -28,6 +28,8 @@ type Stack struct {
 	LoadBalancers []*LoadBalancer `json:"loadbalancers,omitempty"`
 	Ingresses     []*Ingress      `json:"ingresses,omitempty"`
 	Enrollments   []*Enrollment   `json:"enrollments,omitempty"`
+	// Limits is the stack block's limits block; nil means the defaults.
+	Limits *Limits `json:"limits,omitempty"`
 
 	// Backend is the stack block's backend block; nil means the local file.
 	// It says where state lives, so it is not stored in state.

@@ -152,6 +152,9 @@ func (l *loader) propertiesAttr(a *hcl.Attribute) json.RawMessage {
 		l.errorf(a.Expr.Range(), "Invalid properties", "The properties cannot be encoded as JSON: %s.", err)
 		return emptyObject()
 	}
+	if !l.checkPropertiesAt(a.Expr, v, b) {
+		return emptyObject()
+	}
 	return b
 }
 

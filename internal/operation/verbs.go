@@ -71,6 +71,11 @@ func (g groups) SetSize(ctx context.Context, name string, n int) (*controller.Re
 		if cfg.Size == nil {
 			return verb{}, fmt.Errorf("group %q has logical_ids (pets): its size is the number of logical IDs; change them in the stack and apply", name)
 		}
+		// The limit the files obey holds here too (the stored stack's
+		// max_group_size), so nothing is stored that the next read refuses.
+		if err := config.CheckGroupSize(doc.Stack, name, n); err != nil {
+			return verb{}, err
+		}
 		scaled := *cfg
 		scaled.Size = &n
 		return verb{desired: withGroup(doc.Stack, &scaled), scope: plan.Scope{Groups: []string{name}},

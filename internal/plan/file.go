@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/state"
 )
 
@@ -27,8 +28,9 @@ func (p *Plan) Save(w io.Writer) error {
 	return nil
 }
 
-// Load reads a plan written by Save. It refuses files that are not plans and
-// plans of a format this build does not know.
+// Load reads a plan written by Save. It refuses files that are not plans,
+// plans of a format this build does not know, and plans whose desired stack
+// breaks the rules of the stack language (config.CheckStored).
 func Load(r io.Reader) (*Plan, error) {
 	var p Plan
 	if err := json.NewDecoder(r).Decode(&p); err != nil {
@@ -46,6 +48,11 @@ func Load(r io.Reader) (*Plan, error) {
 	}
 	if err := Check(p.Steps); err != nil {
 		return nil, fmt.Errorf("load plan: the plan file's steps are broken: %w", err)
+	}
+	// apply PLANFILE stores the desired stack as it is in the file: it obeys
+	// the rules a stack read from files or from state does.
+	if err := config.CheckStored(p.Desired); err != nil {
+		return nil, fmt.Errorf("load plan: the plan file's desired stack is not valid (edited by hand, or damaged?): %w", err)
 	}
 	return &p, nil
 }

@@ -54,6 +54,36 @@ func TestLoadRefuses(t *testing.T) {
 	}
 }
 
+// TestLoadRefusesInvalidDesired: apply PLANFILE stores the plan's desired
+// stack as it stands, so a plan file whose stack breaks the rules (edited
+// by hand: a negative size, one over max_group_size, a path as the stack
+// name) is refused like a damaged state.
+func TestLoadRefusesInvalidDesired(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(st *config.Stack)
+		want string
+	}{
+		{"negative size", func(st *config.Stack) { *st.Groups[0].Size = -5 }, "the size must be at least 0; got -5"},
+		{"size 1e9", func(st *config.Stack) { *st.Groups[0].Size = 1e9 }, "1000000000 instances is more than the stack allows"},
+		{"stack name", func(st *config.Stack) { st.Name = "../x" }, "is not a valid stack name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := examplePlan(t)
+			tc.edit(p.Desired)
+			var b bytes.Buffer
+			if err := p.Save(&b); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(&b)
+			if err == nil || !errors.Is(err, config.ErrInvalidStored) || !strings.Contains(err.Error(), tc.want) ||
+				!strings.Contains(err.Error(), "the plan file's desired stack is not valid") {
+				t.Fatalf("Load = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestCheckState(t *testing.T) {
 	planAt := func(doc *state.Document) *Plan {
 		p, err := Compute(stackOf(), doc, World{}, Scope{})

@@ -14,7 +14,7 @@ import (
 )
 
 // examplePlan has one group of every action.
-func examplePlan(t *testing.T) *Plan {
+func examplePlan(t testing.TB) *Plan {
 	t.Helper()
 	miners := cattleGroup("miners", 5, "v1")
 	cattle := cattleGroup("cattle", 12, "v1")

@@ -87,7 +87,8 @@ func newline(dst []byte, depth int) []byte {
 // Decode parses and validates a stored document. state names where it came
 // from, for messages. Anything that cannot be trusted is an *InvalidError:
 // an empty or truncated document, invalid JSON (with line:col), a format
-// newer than FormatVersion, a missing version, lineage or serial.
+// newer than FormatVersion, a missing version, lineage or serial, a stored
+// stack that breaks the rules of the stack language (checkStacks).
 func Decode(state string, data []byte) (*Document, error) {
 	invalid := func(err error, format string, args ...any) error {
 		return &InvalidError{State: state, Reason: fmt.Sprintf(format, args...), Err: err}
@@ -139,6 +140,9 @@ func Decode(state string, data []byte) (*Document, error) {
 		return nil, invalid(nil, `has no "lineage"`)
 	case doc.Serial == 0:
 		return nil, invalid(nil, "has serial 0, but a stored state always has serial 1 or more")
+	}
+	if err := checkStacks(state, doc); err != nil {
+		return nil, err
 	}
 	return doc, nil
 }

@@ -18,7 +18,7 @@ func sampleDoc() *Document {
 	doc.Serial = 7
 	doc.Stack = &config.Stack{
 		Name:      "mystack",
-		Providers: []*config.Provider{{Name: "simulator"}, {Name: "simulator", Alias: "nfs-auth"}},
+		Providers: []*config.Provider{{Name: "simulator"}, {Name: "simulator", Alias: "nfs-auth"}, {Name: "vanilla"}},
 		Groups: []*config.Group{{
 			Name:     "cattle",
 			Size:     &size,

@@ -29,8 +29,12 @@ const (
 )
 
 // IsReserved reports whether key is one of infrakit's own tags, which user
-// tags in a stack must not set.
-func IsReserved(key string) bool { return strings.HasPrefix(key, Prefix) }
+// tags in a stack must not set. The prefix is compared without regard to
+// case: some clouds fold tag keys to one case (and show them so), so
+// "INFRAKIT.stack" may well reach an instance as infrakit.stack.
+func IsReserved(key string) bool {
+	return len(key) >= len(Prefix) && strings.EqualFold(key[:len(Prefix)], Prefix)
+}
 
 // GroupSelector is the tag filter that lists every member of one group of one
 // stack (the argument to DescribeInstances).

@@ -6,12 +6,13 @@ import (
 )
 
 func TestIsReserved(t *testing.T) {
-	for _, k := range []string{Stack, Group, ConfigHash, LogicalID, EnrollmentName, EnrollmentSourceID} {
+	for _, k := range []string{Stack, Group, ConfigHash, LogicalID, EnrollmentName, EnrollmentSourceID,
+		"INFRAKIT.stack", "Infrakit.Group", "infraKIT.anything", "infrakit."} {
 		if !IsReserved(k) {
 			t.Errorf("IsReserved(%q) = false, want true", k)
 		}
 	}
-	for _, k := range []string{"project", "tier", "infrakit", "xinfrakit.group", ""} {
+	for _, k := range []string{"project", "tier", "infrakit", "INFRAKIT", "xinfrakit.group", "infrakit-stack", "", "ınfrakit.stack"} {
 		if IsReserved(k) {
 			t.Errorf("IsReserved(%q) = true, want false", k)
 		}
