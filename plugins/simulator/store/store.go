@@ -423,18 +423,31 @@ func Update[T any](ctx context.Context, s *Store, key Key, fn func(v *T, found b
 		return err
 	}
 	defer unlock()
-	v, err := Get[T](s, key)
-	found := true
-	if errors.Is(err, ErrNotFound) {
-		found, err = false, nil
-	}
-	if err != nil {
+	var v T
+	b, err := s.Read(key)
+	found := err == nil
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
 		return err
+	default:
+		if v, err = decodeObject[T](s, key, b); err != nil {
+			return err
+		}
 	}
 	if err := fn(&v, found); err != nil {
 		return err
 	}
-	return Put(s, key, v)
+	out, err := encode(v)
+	if err != nil {
+		return fmt.Errorf("store: encode %s: %w", key, err)
+	}
+	// An unchanged object is not rewritten: a write is synced, and a
+	// periodic re-registration changes nothing.
+	if found && bytes.Equal(out, b) {
+		return nil
+	}
+	return s.Write(key, out)
 }
 
 // RemoveLocked deletes an object under its lock, so a concurrent Update can
