@@ -30,6 +30,8 @@ type stackFlags struct {
 	parallelism *int
 	jsonOut     *bool
 	lockTimeout *time.Duration
+	// forceLineage is apply's -force-lineage (nil for other commands).
+	forceLineage *bool
 }
 
 func (m *Meta) stackFlagSet(name string) (*flag.FlagSet, *stackFlags) {
@@ -51,7 +53,9 @@ func (m *Meta) runner(op string, sf *stackFlags, progress func(execute.Event)) (
 		Parallelism: *sf.parallelism,
 		LockTimeout: *sf.lockTimeout,
 		Operation:   op,
-		Progress:    progress,
+		// Only apply adopts a state of another lineage, when asked.
+		ForceLineage: sf.forceLineage != nil && *sf.forceLineage,
+		Progress:     progress,
 	})
 }
 

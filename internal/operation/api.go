@@ -39,6 +39,9 @@ type Options struct {
 	LockTimeout time.Duration
 	// Operation names the lock holder ("apply", "group scale").
 	Operation string
+	// ForceLineage adopts a state of another lineage than the one the
+	// working directory last used (LineageFile), instead of refusing it.
+	ForceLineage bool
 	// Progress, when set, receives an event per step finished, from one
 	// goroutine at a time.
 	Progress func(execute.Event)
@@ -69,10 +72,12 @@ type Options struct {
 type Runner struct {
 	opts Options
 	log  hclog.Logger
-	// backend is the recorded backend; store is it opened, and closeStore
-	// closes it (the etcd connection).
+	// backend is the recorded backend; raw is it opened, store is raw
+	// checked against the lineage the directory last used (lineageGuard),
+	// and closeStore closes it (the etcd connection).
 	backend    *config.Backend
-	store      state.Store
+	raw        state.Store
+	store      *lineageGuard
 	closeStore func() error
 
 	mu     sync.Mutex

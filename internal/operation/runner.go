@@ -70,9 +70,19 @@ func newRunner(opts Options) (*Runner, error) {
 		opts:       opts,
 		log:        opts.Logger,
 		backend:    recorded,
-		store:      store,
+		raw:        store,
+		store:      newLineageGuard(store, stateName(recorded, abs), abs, opts.ForceLineage),
 		closeStore: closeStore,
 	}, nil
+}
+
+// stateName says where the state is, for messages: the local file's path
+// or the etcd backend.
+func stateName(b *config.Backend, workDir string) string {
+	if b.IsLocal() {
+		return filepath.Join(workDir, StateFile)
+	}
+	return b.String()
 }
 
 func (r *Runner) close() error {
