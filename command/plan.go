@@ -53,6 +53,7 @@ func (m *Meta) runner(op string, sf *stackFlags, progress func(execute.Event)) (
 		Parallelism: *sf.parallelism,
 		LockTimeout: *sf.lockTimeout,
 		Operation:   op,
+		LockWait:    m.Stderr,
 		// Only apply adopts a state of another lineage, when asked.
 		ForceLineage: sf.forceLineage != nil && *sf.forceLineage,
 		Progress:     progress,

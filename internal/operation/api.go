@@ -10,6 +10,7 @@ package operation
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 
@@ -39,6 +40,12 @@ type Options struct {
 	LockTimeout time.Duration
 	// Operation names the lock holder ("apply", "group scale").
 	Operation string
+	// LockWait, when set, is told (a line each time) that the command
+	// waits for the state lock and who holds it: once when it finds the
+	// lock held, then every LockWaitInterval (default
+	// DefaultLockWaitInterval). The CLI passes its stderr.
+	LockWait         io.Writer
+	LockWaitInterval time.Duration
 	// ForceLineage adopts a state of another lineage than the one the
 	// working directory last used (LineageFile), instead of refusing it.
 	ForceLineage bool
