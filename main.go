@@ -180,7 +180,8 @@ func newLogger(level, path string, stderr io.Writer) (hclog.Logger, func(), erro
 	}
 	out, closeOut := stderr, nop
 	if path != "" {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		// 0600: a trace log carries provider properties and requests.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", envLogPath, err)
 		}

@@ -183,6 +183,9 @@ func TestNewLogger(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("log file mode %v (%v), want 0600: a log carries properties", fi.Mode().Perm(), err)
+			}
 			if got := string(b); tt.want <= hclog.Error && !strings.Contains(got, "[ERROR] infrakit: boom: k=v") {
 				t.Errorf("log file = %q", got)
 			}

@@ -31,6 +31,7 @@ type ApplyCommand struct {
 func (c *ApplyCommand) Run(args []string) int {
 	fs, sf := c.stackFlagSet("apply")
 	autoApprove := fs.Bool("auto-approve", false, "apply without asking for approval")
+	sf.forceLineage = fs.Bool("force-lineage", false, "adopt a state of another lineage than the one this directory last used")
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -492,6 +493,13 @@ Options:
   -no-color            Print without ANSI colors. Colors are also off when
                        NO_COLOR is set (to anything), TERM=dumb, or the
                        output is not a terminal.
+
+  -force-lineage       Adopt the state although its lineage is not the one
+                       this directory last used (recorded in
+                       .infrakit/state-lineage). Without it every command
+                       refuses such a state: it is another stack's state,
+                       copied from another directory, whose instances would
+                       be taken for this one's.
 
   -f FILE              Also read FILE as a stack file. Repeatable.
 `)

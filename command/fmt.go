@@ -12,6 +12,7 @@ import (
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/config/legacy"
+	"github.com/infrakit/infrakit/sdk/atomicfile"
 )
 
 // ExitFmtCheck is the exit status of `fmt -check` when a file is not
@@ -138,37 +139,12 @@ func (c *FmtCommand) displayName(path string) string {
 // replaceFile writes data over path through a temporary file and a rename,
 // keeping the file's mode, so an interrupted fmt never leaves a truncated
 // stack file behind.
-func replaceFile(path string, data []byte) (err error) {
+func replaceFile(path string, data []byte) error {
 	info, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".fmt-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Chmod(info.Mode().Perm()); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, info.Mode().Perm())
 }
 
 // Synopsis is the one-line description in `infrakit -help`.

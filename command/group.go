@@ -241,6 +241,7 @@ func (m *Meta) groupRunner(o groupRunnerOptions) (*operation.Runner, error) {
 		Parallelism: o.parallelism,
 		LockTimeout: o.lockTimeout,
 		Operation:   o.operation,
+		LockWait:    m.Stderr,
 		Progress:    o.progress,
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/infrakit/infrakit/internal/execute"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/sdk/atomicfile"
 )
 
 // PlanCommand is `infrakit plan`: it observes the providers and shows what
@@ -31,6 +31,8 @@ type stackFlags struct {
 	jsonOut     *bool
 	lockTimeout *time.Duration
 	noColor     *bool
+	// forceLineage is apply's -force-lineage (nil for other commands).
+	forceLineage *bool
 }
 
 func (m *Meta) stackFlagSet(name string) (*flag.FlagSet, *stackFlags) {
@@ -53,7 +55,10 @@ func (m *Meta) runner(op string, sf *stackFlags, progress func(execute.Event)) (
 		Parallelism: *sf.parallelism,
 		LockTimeout: *sf.lockTimeout,
 		Operation:   op,
-		Progress:    progress,
+		LockWait:    m.Stderr,
+		// Only apply adopts a state of another lineage, when asked.
+		ForceLineage: sf.forceLineage != nil && *sf.forceLineage,
+		Progress:     progress,
 	})
 }
 
@@ -170,22 +175,14 @@ func (m *Meta) reportUnknown(files map[string]*hcl.File, p *plan.Plan) bool {
 	return len(diags) > 0
 }
 
-// savePlan writes the plan file atomically enough for a CLI: a temporary
-// file renamed into place, so a failed save never leaves half a plan.
+// savePlan writes the plan file atomically (a failed save never leaves half
+// a plan), 0600: a plan carries the stack's properties.
 func savePlan(path string, p *plan.Plan) error {
 	var buf bytes.Buffer
 	if err := p.Save(&buf); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return atomicfile.WriteFile(path, buf.Bytes(), 0o600)
 }
 
 // Synopsis is the one-line description in `infrakit -help`.

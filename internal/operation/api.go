@@ -10,6 +10,7 @@ package operation
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 
@@ -39,6 +40,15 @@ type Options struct {
 	LockTimeout time.Duration
 	// Operation names the lock holder ("apply", "group scale").
 	Operation string
+	// LockWait, when set, is told (a line each time) that the command
+	// waits for the state lock and who holds it: once when it finds the
+	// lock held, then every LockWaitInterval (default
+	// DefaultLockWaitInterval). The CLI passes its stderr.
+	LockWait         io.Writer
+	LockWaitInterval time.Duration
+	// ForceLineage adopts a state of another lineage than the one the
+	// working directory last used (LineageFile), instead of refusing it.
+	ForceLineage bool
 	// Progress, when set, receives an event per step finished, from one
 	// goroutine at a time.
 	Progress func(execute.Event)
@@ -69,10 +79,12 @@ type Options struct {
 type Runner struct {
 	opts Options
 	log  hclog.Logger
-	// backend is the recorded backend; store is it opened, and closeStore
-	// closes it (the etcd connection).
+	// backend is the recorded backend; raw is it opened, store is raw
+	// checked against the lineage the directory last used (lineageGuard),
+	// and closeStore closes it (the etcd connection).
 	backend    *config.Backend
-	store      state.Store
+	raw        state.Store
+	store      *lineageGuard
 	closeStore func() error
 
 	mu     sync.Mutex

@@ -63,8 +63,8 @@ func TestFailedIntentWriteStopsBeforeAnyProviderCall(t *testing.T) {
 	ctx := ctxT(t)
 	planAndApply(t, ctx, r, PlanMode{})
 	members := w.simulated()
-	store := &breakingStore{Store: r.store, path: filepath.Join(w.dir, StateFile)}
-	r.store = store
+	store := &breakingStore{Store: r.store.Store, path: filepath.Join(w.dir, StateFile)}
+	r.store.Store = store // under the lineage check, as the backend is
 
 	w.writeStack(followerStack(4, "c1", false))
 	p, err := r.Plan(ctx, load(t, ctx, r), PlanMode{})

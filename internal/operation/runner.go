@@ -30,6 +30,7 @@ const StateFile = config.StateFile
 const (
 	DefaultParallelism        = 10
 	DefaultStateWriteInterval = time.Second
+	DefaultLockWaitInterval   = 3 * time.Second
 )
 
 // ErrNotInitialized says the working directory has no lock file: no
@@ -70,9 +71,19 @@ func newRunner(opts Options) (*Runner, error) {
 		opts:       opts,
 		log:        opts.Logger,
 		backend:    recorded,
-		store:      store,
+		raw:        store,
+		store:      newLineageGuard(store, stateName(recorded, abs), abs, opts.ForceLineage),
 		closeStore: closeStore,
 	}, nil
+}
+
+// stateName says where the state is, for messages: the local file's path
+// or the etcd backend.
+func stateName(b *config.Backend, workDir string) string {
+	if b.IsLocal() {
+		return filepath.Join(workDir, StateFile)
+	}
+	return b.String()
 }
 
 func (r *Runner) close() error {
@@ -216,19 +227,50 @@ func (v validator) ValidateFlavor(ctx context.Context, key, typ string, props js
 	return c.Flavor(typ).Validate(ctx, props, alloc)
 }
 
-// lock takes the state lock for op, waiting up to LockTimeout.
+// lock takes the state lock for op, waiting up to LockTimeout. While it
+// waits it says so on Options.LockWait, naming the holder: once when it
+// finds the lock held, then every LockWaitInterval.
 func (r *Runner) lock(ctx context.Context, op string) (func() error, error) {
 	if r.opts.Operation != "" {
 		op = r.opts.Operation
 	}
 	lctx, cancel := context.WithTimeout(ctx, max(r.opts.LockTimeout, 0))
 	defer cancel()
-	unlock, err := r.store.Lock(lctx, state.LockInfo{Operation: op})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("waiting for the state lock: %w", errors.Join(err, ctx.Err()))
-		}
-		return nil, err
+	start := time.Now()
+	every := r.opts.LockWaitInterval
+	if every <= 0 {
+		every = DefaultLockWaitInterval
 	}
-	return unlock, nil
+	// The first try does not wait (a free lock is taken even with a done
+	// context); each later one waits at most every, then reports.
+	try, stop := context.WithCancel(lctx)
+	stop()
+	for {
+		unlock, err := r.store.Lock(try, state.LockInfo{Operation: op})
+		stop()
+		var locked *state.LockedError
+		if err == nil || !errors.As(err, &locked) || lctx.Err() != nil {
+			if locked != nil {
+				locked.Waited = time.Since(start)
+			}
+			if err != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("waiting for the state lock: %w", errors.Join(err, ctx.Err()))
+			}
+			return unlock, err
+		}
+		if r.opts.LockWait != nil {
+			fmt.Fprintf(r.opts.LockWait, "Waiting for the state lock (%s of -lock-timeout %s): %s.\n",
+				time.Since(start).Round(time.Second), max(r.opts.LockTimeout, 0), lockHolder(locked))
+		}
+		try, stop = context.WithTimeout(lctx, every)
+	}
+}
+
+// lockHolder says who holds the lock, for the waiting message.
+func lockHolder(e *state.LockedError) string {
+	if !e.Known {
+		return "held by an unknown holder"
+	}
+	h := e.Holder
+	return fmt.Sprintf("held by %q (pid %d on host %s) since %s", h.Operation, h.PID, h.Host, h.Since.UTC().Format(time.RFC3339))
 }

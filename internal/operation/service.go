@@ -18,7 +18,19 @@ import (
 
 // StateStore is the runner's state backend: a *state.Local (StateFile in the
 // working directory) or a *stateetcd.Backend, as `infrakit init` recorded.
-func (r *Runner) StateStore() state.Store { return r.store }
+// It is not checked against the lineage the working directory last used:
+// a service checks the state it starts from with CheckLineage.
+func (r *Runner) StateStore() state.Store { return r.raw }
+
+// CheckLineage refuses doc (read from StateStore) when it is of another
+// lineage than the one the working directory last used, unless
+// Options.ForceLineage; a *LineageError matching ErrOtherLineage.
+func (r *Runner) CheckLineage(doc *state.Document) error {
+	if doc == nil || doc.IsNew() {
+		return nil
+	}
+	return r.store.check(doc.Lineage)
+}
 
 // Backend is the state backend `infrakit init` recorded in the working
 // directory (type "local" when it recorded none).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/infrakit/infrakit/sdk/atomicfile"
 	"github.com/infrakit/infrakit/sdk/plugin"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
@@ -170,7 +171,7 @@ func copyBinary(dst, src string) (Hash, error) {
 	}
 	defer in.Close()
 	h := sha256.New()
-	err = writeFileAtomic(dst, 0o755, func(w io.Writer) error {
+	err = atomicfile.WriteStream(dst, 0o755, func(w io.Writer) error {
 		_, err := io.Copy(io.MultiWriter(w, h), in)
 		return err
 	})

@@ -3,7 +3,6 @@ package pluginhost
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/infrakit/infrakit/sdk/atomicfile"
 )
 
 // Lock is the lock file: for every provider the stack uses, the version
@@ -104,10 +105,7 @@ func (l *Lock) Bytes() []byte {
 // Save writes the lock file of workdir atomically.
 func (l *Lock) Save(workdir string) error {
 	data := l.Bytes()
-	return writeFileAtomic(filepath.Join(workdir, LockFileName), 0o644, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+	return atomicfile.WriteFile(filepath.Join(workdir, LockFileName), data, 0o644)
 }
 
 // LoadLock reads the lock file of workdir. A missing file is an empty lock.

@@ -10,17 +10,20 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/infrakit/infrakit/sdk/atomicfile"
 )
 
 // Local is the default backend: one JSON file (usually infrakit.state.json
 // in the working directory), its previous version kept as path+".backup",
 // and a lock file path+".lock" locked with flock.
 //
-// Crash safety: a write goes to a temporary file in the same directory,
-// which is fsynced and then renamed over path, and the directory is fsynced;
-// the previous file is hard-linked to .backup first. At every instant path
-// holds either the old or the new whole document. Leftover temporary files
-// of a crashed writer are ignored by Read and removed by the next Write.
+// Crash safety: a write is atomicfile.WriteFile (a temporary file in the
+// same directory, fsynced, renamed over path, the directory fsynced); the
+// file it replaced becomes .backup only after it succeeded, so a failed
+// write keeps the previous generation. At every instant path holds either
+// the old or the new whole document. Leftover temporary files of a crashed
+// writer are ignored by Read and removed by the next Write.
 //
 // Writes exclude each other through the same flock as Lock, which is what
 // makes the compare-and-swap atomic across processes. A Write while this
@@ -206,80 +209,55 @@ func (l *Local) stored() (Header, fs.FileMode, error) {
 	return l.lastHeader, fi.Mode().Perm(), nil
 }
 
-// replace puts data at path: temp file, fsync, backup link, rename, fsync
-// of the directory. exists says whether there is an old file, of prevMode.
+// replace puts data at path through atomicfile.WriteFile and then makes
+// the file it replaced the backup. exists says whether there is an old
+// file, of prevMode.
+//
+// The old file gets a second name (a hard link, or a copy where links are
+// not supported) before the write, and that name becomes the backup only
+// once the write succeeded: a failed write (a full disk, an immutable file)
+// leaves both the state and the previous backup as they were.
 func (l *Local) replace(data []byte, exists bool, prevMode fs.FileMode) error {
-	dir, base := filepath.Split(l.path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, base+".tmp-*")
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
 	// New states are private: instance properties may carry secrets. An
 	// existing file keeps the mode its owner gave it.
 	mode := fs.FileMode(0o600)
-	if exists {
-		mode = prevMode
+	if !exists {
+		return atomicfile.WriteFile(l.path, data, mode)
 	}
-	if err := tmp.Chmod(mode); err != nil {
+	mode = prevMode
+	kept, err := l.keepPrevious()
+	if err != nil {
+		return fmt.Errorf("keep backup: %w", err)
+	}
+	if err := atomicfile.WriteFile(l.path, data, mode); err != nil {
+		os.Remove(kept)
 		return err
 	}
-	if _, err := tmp.Write(data); err != nil {
-		return err
+	if err := os.Rename(kept, l.BackupPath()); err != nil {
+		os.Remove(kept)
+		return fmt.Errorf("keep backup: %w", err)
 	}
-	if err := tmp.Sync(); err != nil {
-		return err
+	// rename(2) does nothing when both names are links to one file (a
+	// backup linked by hand): the temporary name must then go by hand.
+	if err := os.Remove(kept); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("keep backup: %w", err)
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if exists {
-		if err := l.backup(dir, base); err != nil {
-			return fmt.Errorf("keep backup: %w", err)
-		}
-	}
-	if err := os.Rename(tmp.Name(), l.path); err != nil {
-		return err
-	}
-	ok = true
-	return syncDir(dir)
+	return atomicfile.SyncDir(filepath.Dir(l.path))
 }
 
-// backup makes path+".backup" the current file: a hard link under a
-// temporary name renamed over the old backup, so the backup too is always
-// whole. Where hard links are not supported it copies instead.
-func (l *Local) backup(dir, base string) error {
-	name := filepath.Join(dir, base+".backup.tmp-"+NewLineage()[:8])
-	if err := os.Link(l.path, name); err != nil {
-		data, rerr := os.ReadFile(l.path)
-		if rerr != nil {
-			return rerr
-		}
-		if werr := writeSynced(name, data); werr != nil {
-			os.Remove(name)
-			return fmt.Errorf("hard link failed (%v); copy failed: %w", err, werr)
-		}
+// keepPrevious gives the current file a temporary second name beside the
+// backup and returns it.
+func (l *Local) keepPrevious() (string, error) {
+	dir, base := filepath.Split(l.BackupPath())
+	name := filepath.Join(dir, "."+base+"."+NewLineage()[:8]+".tmp")
+	if err := os.Link(l.path, name); err == nil {
+		return name, nil
+	} else if data, rerr := os.ReadFile(l.path); rerr != nil {
+		return "", rerr
+	} else if werr := atomicfile.Create(name, data, 0o600); werr != nil {
+		return "", fmt.Errorf("hard link failed (%v); copy failed: %w", err, werr)
 	}
-	if err := os.Rename(name, l.BackupPath()); err != nil {
-		os.Remove(name)
-		return err
-	}
-	// rename(2) does nothing when both names are links to one file, which
-	// they are after a writer died between keeping the backup and
-	// replacing the state: the temporary name must then go by hand.
-	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return name, nil
 }
 
 // removeLeftovers deletes temporary files of writers that crashed. Only
@@ -295,37 +273,11 @@ func (l *Local) removeLeftovers() {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if strings.HasPrefix(n, base+".tmp-") || strings.HasPrefix(n, base+".backup.tmp-") {
+		// The names of atomicfile and of the backup, and those that
+		// earlier versions used.
+		if atomicfile.IsTemp(n, base) || atomicfile.IsTemp(n, base+".backup") ||
+			strings.HasPrefix(n, base+".tmp-") || strings.HasPrefix(n, base+".backup.tmp-") {
 			os.Remove(filepath.Join(dir, n))
 		}
 	}
-}
-
-func writeSynced(name string, data []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// syncDir makes renames in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return d.Close()
 }

@@ -313,7 +313,8 @@ func TestLocalIgnoresAndRemovesLeftoverTempFiles(t *testing.T) {
 	l := newLocal(t)
 	doc := writeFresh(t, l)
 	dir := filepath.Dir(l.Path())
-	leftovers := []string{"infrakit.state.json.tmp-123", "infrakit.state.json.backup.tmp-abc"}
+	leftovers := []string{".infrakit.state.json.123.tmp", ".infrakit.state.json.backup.abc.tmp",
+		"infrakit.state.json.tmp-123", "infrakit.state.json.backup.tmp-abc"} // this version's names, and earlier ones'
 	for _, n := range leftovers {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte(`{"version": 1, "ser`), 0o600); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/infrakit/infrakit/sdk/filelock"
 )
 
 // Lock takes the state lock: flock on LockPath, with info written into the
@@ -82,7 +84,7 @@ func (l *Local) tryAcquire() (*os.File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", l.lockPath, err)
 		}
-		ok, err := tryFlock(f)
+		ok, err := filelock.TryAcquire(f)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", l.lockPath, err)
@@ -148,7 +150,7 @@ func readInfo(path string) (LockInfo, bool) {
 // writing sees "unknown", not a stale holder.
 func release(f *os.File) error {
 	_ = f.Truncate(0) // a courtesy; dropping the lock is what matters
-	uerr := funlock(f)
+	uerr := filelock.Release(f)
 	cerr := f.Close()
 	if err := errors.Join(uerr, cerr); err != nil {
 		return fmt.Errorf("unlock %s: %w", f.Name(), err)

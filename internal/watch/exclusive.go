@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/infrakit/infrakit/sdk/filelock"
 )
 
 // LockSuffix names the file a running watch holds locked for its whole
@@ -68,7 +70,7 @@ func acquireExclusive(path string, h Holder) (*exclusive, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch lock %s: %w", path, err)
 	}
-	ok, err := tryLock(f)
+	ok, err := filelock.TryAcquire(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("watch lock %s: %w", path, err)
@@ -113,7 +115,7 @@ func (x *exclusive) update(h Holder) error {
 // release clears the holder info and drops the lock.
 func (x *exclusive) release() error {
 	_ = x.f.Truncate(0) // a courtesy: the lock is what counts
-	return errors.Join(unlock(x.f), x.f.Close())
+	return errors.Join(filelock.Release(x.f), x.f.Close())
 }
 
 func readHolder(path string) (Holder, bool) {

@@ -198,6 +198,11 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// A state of another lineage than this directory's is refused before
+	// the first pass could take its instances for this stack's.
+	if err := runner.CheckLineage(doc); err != nil {
+		return err
+	}
 	lockFile, err := readLockFile(wd)
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@
 // whose files are read by other processes while they are rewritten: HAProxy
 // reloading its configuration, exportfs reading an exports file, a second
 // provider process (the CLI's beside a running watch's) reading a record.
+// It is the one write-temp-and-rename of the tree: infrakit's own state,
+// plan, lock and stack files go through it too.
 //
 // A plain os.WriteFile truncates the file first, so such a reader can see an
 // empty or half-written file, and a crash part-way leaves one behind.
@@ -12,10 +14,14 @@
 package atomicfile
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 )
 
 // WriteFile replaces path with data, atomically as the package describes.
@@ -24,21 +30,73 @@ import (
 // ".<name>.<random>.tmp", so readers that pick files by name (exportfs takes
 // *.exports, a provider lists *.json) pass over it, and it is removed when
 // WriteFile fails. Errors name path.
-func WriteFile(path string, data []byte, perm fs.FileMode) (err error) {
+func WriteFile(path string, data []byte, perm fs.FileMode) error {
+	return write(path, perm, bytes.NewReader(data).WriteTo, os.Rename)
+}
+
+// WriteStream is WriteFile for content too large to hold in memory (a
+// provider binary being installed): fill writes it to the temporary file.
+func WriteStream(path string, perm fs.FileMode, fill func(io.Writer) error) error {
+	return write(path, perm, func(w io.Writer) (int64, error) { return 0, fill(w) }, os.Rename)
+}
+
+// Create is WriteFile that never replaces: it fails with an error matching
+// fs.ErrExist when path exists, even if another process creates it at the
+// same moment (the temporary file is hard-linked into place, which is
+// atomic and create-only).
+func Create(path string, data []byte, perm fs.FileMode) error {
+	return write(path, perm, bytes.NewReader(data).WriteTo, link)
+}
+
+// link places tmp at path without replacing; the temporary name goes.
+func link(tmp, path string) error {
+	if err := os.Link(tmp, path); err != nil {
+		return err
+	}
+	return os.Remove(tmp)
+}
+
+// IsTemp reports whether name (a base name) is a temporary file of a write
+// to target (a base name), such as a crashed writer leaves behind.
+func IsTemp(name, target string) bool {
+	return strings.HasPrefix(name, "."+target+".") && strings.HasSuffix(name, ".tmp")
+}
+
+// SyncDir makes the renames, links and removals in dir durable. Callers that
+// move a file themselves (a rename of a whole file aside) use it after.
+func SyncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil // a directory cannot be synced there; NTFS journals its entries
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// write is every write of the package: fill a temporary file beside path,
+// give it perm, sync it, place it at path (rename or link), sync the
+// directory.
+func write(path string, perm fs.FileMode, fill func(io.Writer) (int64, error), place func(tmp, path string) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	tmp := f.Name()
-	renamed := false
+	placed := false
 	defer func() {
-		if err != nil && !renamed {
+		if !placed {
 			f.Close() // a second Close only returns an error
 			os.Remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	if _, err := fill(f); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	// CreateTemp makes the file 0600; set the mode the caller means.
@@ -51,18 +109,13 @@ func WriteFile(path string, data []byte, perm fs.FileMode) (err error) {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := place(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	renamed = true
+	placed = true
 	// The rename is durable only once the directory entry is on disk.
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("write %s: sync directory: %w", path, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("write %s: sync directory: %w", path, err)
+	if err := SyncDir(dir); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

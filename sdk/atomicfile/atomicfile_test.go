@@ -2,7 +2,10 @@ package atomicfile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,5 +194,53 @@ func TestWriteFileReadersSeeWholeFiles(t *testing.T) {
 	wg.Wait()
 	if len(bad) > 0 {
 		t.Fatalf("a reader saw %d bad reads, first: %s", len(bad), bad[0])
+	}
+}
+
+func TestCreateNeverReplaces(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if err := Create(path, []byte("first"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := Create(path, []byte("second"), 0o600)
+	if !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Create over an existing file = %v; want fs.ErrExist naming %s", err, path)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "first" {
+		t.Fatalf("content %q after a refused Create; want the first", got)
+	}
+	if names := entries(t, dir); len(names) != 1 {
+		t.Fatalf("directory holds %q; want only state.json", names)
+	}
+}
+
+func TestWriteStreamAndIsTemp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bin")
+	boom := errors.New("boom")
+	if err := WriteStream(path, 0o755, func(w io.Writer) error {
+		_, _ = w.Write([]byte("half"))
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("WriteStream whose fill fails = %v; want boom", err)
+	}
+	if names := entries(t, dir); len(names) != 0 {
+		t.Fatalf("a failed stream left %q", names)
+	}
+	// A temporary file left behind is recognised as one by its name.
+	f, err := os.CreateTemp(dir, ".bin.*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if !IsTemp(filepath.Base(f.Name()), "bin") || IsTemp("bin", "bin") || IsTemp(".bin.backup", "bin") {
+		t.Fatalf("IsTemp does not tell %s from the target", f.Name())
+	}
+	if err := WriteStream(path, 0o755, func(w io.Writer) error { _, err := w.Write([]byte("#!")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("stat %v, %v; want mode 0755", fi, err)
 	}
 }

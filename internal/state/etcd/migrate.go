@@ -13,6 +13,7 @@ import (
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/sdk/atomicfile"
 )
 
 // RecordFile is where `infrakit init` records, in the working directory,
@@ -57,7 +58,7 @@ func WriteRecord(workDir string, b *config.Backend) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(data, '\n'), true)
+	return atomicfile.WriteFile(path, append(data, '\n'), 0o600)
 }
 
 // ErrBackendChanged: the stack's backend block is not the backend
@@ -240,7 +241,7 @@ func (m localMigrator) create(_ context.Context, doc *state.Document) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(m.l.Path(), data, false)
+	return atomicfile.Create(m.l.Path(), data, 0o600)
 }
 
 func (m localMigrator) moveAside(ctx context.Context, doc *state.Document) (string, error) {
@@ -255,50 +256,5 @@ func (m localMigrator) moveAside(ctx context.Context, doc *state.Document) (stri
 	if err := os.Rename(m.l.Path(), aside); err != nil {
 		return "", err
 	}
-	return aside, syncDir(filepath.Dir(aside))
-}
-
-// writeFileAtomic puts data at path through a synced temporary file. With
-// replace false it fails when path exists (the link is the atomic
-// create-only step); with replace true it replaces path.
-func writeFileAtomic(path string, data []byte, replace bool) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if replace {
-		err = os.Rename(tmp.Name(), path)
-	} else {
-		err = os.Link(tmp.Name(), path)
-	}
-	if err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return aside, atomicfile.SyncDir(filepath.Dir(aside))
 }

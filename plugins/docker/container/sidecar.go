@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/infrakit/infrakit/sdk/atomicfile"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
@@ -116,7 +117,11 @@ func (s *sidecar) merge(id instance.ID, tags map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("label %s: %w", id, err)
 	}
-	if err := writeFileAtomic(path, append(raw, '\n')); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("label %s: %w", id, err)
+	}
+	// 0600: a record may carry the instance's tags and properties.
+	if err := atomicfile.WriteFile(path, append(raw, '\n'), 0o600); err != nil {
 		return fmt.Errorf("label %s: %w", id, err)
 	}
 	return nil
@@ -134,32 +139,4 @@ func (s *sidecar) remove(id instance.ID) error {
 		return fmt.Errorf("remove label record of %s: %w", id, err)
 	}
 	return nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path, so readers see the old or the new record, never a part.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }

@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/infrakit/infrakit/plugins/process/proc"
 	"github.com/infrakit/infrakit/sdk/atomicfile"
+	"github.com/infrakit/infrakit/sdk/filelock"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
@@ -170,33 +170,14 @@ func (s store) remove(id instance.ID) error {
 	return nil
 }
 
-// lockPoll is how often a waiting lock tries again.
-const lockPoll = 2 * time.Millisecond
-
-// lock takes the store's flock, waiting until ctx ends. flock is per open
-// file, so it also excludes other goroutines of this process.
+// lock takes the store's lock, waiting until ctx ends. It excludes the
+// other goroutines of this process too.
 func (s store) lock(ctx context.Context) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(s.dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	unlock, err = filelock.Lock(ctx, filepath.Join(s.dir, ".lock"))
 	if err != nil {
 		return nil, fmt.Errorf("lock store: %w", err)
 	}
-	for {
-		// Non-blocking, so a waiting lock holds no OS thread and ctx can end the wait.
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil // closing releases the lock
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock store: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("lock store: %w", context.Cause(ctx))
-		case <-time.After(lockPoll):
-		}
-	}
+	return unlock, nil
 }
 
 // update re-reads the record of id under the lock, applies fn and writes it

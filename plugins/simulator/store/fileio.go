@@ -66,25 +66,6 @@ func readFileVersionAt(dirfd int, name string) ([]byte, version, error) {
 	}
 }
 
-// writeNewFile creates path (failing if it exists) and writes data to it.
-func writeNewFile(path string, data []byte, perm uint32) error {
-	fd, err := retryEINTR(func() (int, error) {
-		return unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, perm)
-	})
-	if err != nil {
-		return err
-	}
-	for len(data) > 0 {
-		n, err := retryEINTR(func() (int, error) { return unix.Write(fd, data) })
-		if err != nil {
-			unix.Close(fd)
-			return err
-		}
-		data = data[n:]
-	}
-	return unix.Close(fd)
-}
-
 // createUnnamed creates final in dir, failing with EEXIST if it exists,
 // as an unnamed file (O_TMPFILE) written first and then linked into place:
 // one directory operation where a named temporary file and a rename take
@@ -116,16 +97,6 @@ func createUnnamed(dir, final string, data []byte, perm uint32) (supported bool,
 		if _, serr := os.Stat("/proc/self/fd"); serr != nil {
 			return false, nil // no /proc
 		}
-	}
-	return true, err
-}
-
-// renameNoReplace moves tmp to final unless final exists (EEXIST). It
-// reports supported=false when the kernel or file system cannot do it.
-func renameNoReplace(tmp, final string) (supported bool, err error) {
-	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.ENOTSUP) {
-		return false, nil
 	}
 	return true, err
 }

@@ -9,12 +9,13 @@
 // lock directory (<root>/.locks) use this to stay invisible.
 //
 // Concurrency rules:
-//   - Every write goes to a temporary file in the same directory and is
-//     renamed into place, so a reader sees the old or the new object, never a
-//     half-written one. Create renames with RENAME_NOREPLACE (or links), so
-//     it never replaces an object another process created. Writes are not
-//     fsynced: the simulator trades durability across power loss for speed
-//     (10k instances per run).
+//   - Every write is atomic, so a reader sees the old or the new object,
+//     never a half-written one: Write is atomicfile.WriteFile; Create links
+//     an unnamed file into place (or, where unsupported, uses
+//     atomicfile.Create), so it never replaces an object another process
+//     created. Created objects are not fsynced: the simulator trades
+//     durability across power loss for speed (10k instances per run).
+//   - Object files are 0600: an instance's record holds its properties.
 //   - Read-modify-write of one object (Update) holds an exclusive flock on a
 //     lock file chosen by hashing the object's key onto a fixed set of lock
 //     files (lock striping), so lock files never need deleting and their
@@ -37,18 +38,17 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/sys/unix"
+
+	"github.com/infrakit/infrakit/sdk/atomicfile"
+	"github.com/infrakit/infrakit/sdk/filelock"
 )
 
 // ErrNotFound is returned (wrapped) when an object does not exist.
@@ -191,34 +191,27 @@ func (s *Store) Read(key Key) ([]byte, error) {
 	return b, nil
 }
 
-// writeTemp writes data to a fresh temporary file beside the object and
-// returns its path; the caller renames or links it into place.
-func (s *Store) writeTemp(key Key, data []byte) (string, error) {
+// objectPerm is the mode of object files: an instance's record holds its
+// properties, which may carry secrets.
+const objectPerm = 0o600
+
+// inDir runs write once the collection's directory exists, and once more
+// after recreating the directory when write found it gone (rm -rf of the
+// simulator dir while running).
+func (s *Store) inDir(key Key, write func() error) error {
 	d, err := s.ensureDir(key.Collection)
 	if err != nil {
-		return "", err
+		return err
 	}
-	for {
-		tmp := filepath.Join(d, "."+key.Name+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
-		err := writeNewFile(tmp, data, 0o644)
-		if errors.Is(err, fs.ErrExist) {
-			continue // astronomically unlikely; pick another name
+	err = write()
+	if errors.Is(err, fs.ErrNotExist) {
+		s.dirs.Delete(d)
+		if _, err := s.ensureDir(key.Collection); err != nil {
+			return err
 		}
-		if errors.Is(err, fs.ErrNotExist) {
-			// Someone removed the directory since we cached it (rm -rf of
-			// the simulator dir while running): recreate it once.
-			s.dirs.Delete(d)
-			if d, err = s.ensureDir(key.Collection); err != nil {
-				return "", err
-			}
-			continue
-		}
-		if err != nil {
-			_ = os.Remove(tmp)
-			return "", fmt.Errorf("store: write %s: %w", key, err)
-		}
-		return tmp, nil
+		err = write()
 	}
+	return err
 }
 
 // Write stores data as the object, replacing it atomically.
@@ -226,13 +219,8 @@ func (s *Store) Write(key Key, data []byte) error {
 	if err := ValidName(key.Name); err != nil {
 		return fmt.Errorf("store: write %s: %w", key, err)
 	}
-	tmp, err := s.writeTemp(key, data)
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, s.Path(key)); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("store: write %s: %w", key, err)
+	if err := s.inDir(key, func() error { return atomicfile.WriteFile(s.Path(key), data, objectPerm) }); err != nil {
+		return fmt.Errorf("store: %w", err)
 	}
 	return nil
 }
@@ -250,29 +238,16 @@ func (s *Store) Create(key Key, data []byte) error {
 		}
 		s.noUnnamed.Store(true)
 	}
-	tmp, err := s.writeTemp(key, data)
-	if err != nil {
-		return err
-	}
-	final := s.Path(key)
-	// rename(2) with RENAME_NOREPLACE is atomic and never replaces; where
-	// it is unsupported, link(2) gives the same guarantee with one more
-	// directory operation.
-	supported, err := renameNoReplace(tmp, final)
-	if !supported {
-		if err = os.Link(tmp, final); err == nil {
-			_ = os.Remove(tmp)
-			return nil
-		}
-	}
-	if err == nil {
-		return nil // renamed: the temporary file is gone
-	}
-	_ = os.Remove(tmp)
+	// Where unnamed files are unsupported, atomicfile's create-only write
+	// gives the same guarantee with a named temporary file.
+	err := s.inDir(key, func() error { return atomicfile.Create(s.Path(key), data, objectPerm) })
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s: %w", key, ErrExists)
 	}
-	return fmt.Errorf("store: create %s: %w", key, err)
+	if err != nil {
+		return fmt.Errorf("store: create %s: %w", key, err)
+	}
+	return nil
 }
 
 // createUnnamed is Create through createUnnamed (see there); supported is
@@ -283,7 +258,7 @@ func (s *Store) createUnnamed(key Key, data []byte) (supported bool, err error) 
 		return true, err
 	}
 	final := s.Path(key)
-	supported, err = createUnnamed(d, final, data, 0o644)
+	supported, err = createUnnamed(d, final, data, objectPerm)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Someone removed the directory since we cached it (rm -rf of the
 		// simulator dir while running): recreate it once.
@@ -291,7 +266,7 @@ func (s *Store) createUnnamed(key Key, data []byte) (supported bool, err error) 
 		if d, err = s.ensureDir(key.Collection); err != nil {
 			return true, err
 		}
-		supported, err = createUnnamed(d, final, data, 0o644)
+		supported, err = createUnnamed(d, final, data, objectPerm)
 	}
 	switch {
 	case !supported || err == nil:
@@ -379,15 +354,14 @@ func (s *Store) Lock(ctx context.Context, key Key) (func(), error) {
 		}
 		st.file = f
 	}
-	fd := int(st.file.Fd())
-	if err := flock(ctx, fd); err != nil {
+	if err := filelock.Acquire(ctx, st.file); err != nil {
 		release()
 		return nil, fmt.Errorf("store: lock %s: %w", key, err)
 	}
 	return func() {
 		// Unlocking a descriptor we hold cannot meaningfully fail; closing
 		// it at Close releases the lock in any case.
-		_ = unix.Flock(fd, unix.LOCK_UN)
+		_ = filelock.Release(st.file)
 		release()
 	}, nil
 }
@@ -398,31 +372,6 @@ func (s *Store) openLockFile(n uint32) (*os.File, error) {
 		return nil, err
 	}
 	return os.OpenFile(filepath.Join(d, fmt.Sprintf("%02d.lock", n)), os.O_RDWR|os.O_CREATE, 0o644)
-}
-
-// flock takes an exclusive flock, polling with a short backoff so that a
-// stuck holder in another process cannot block us past ctx.
-func flock(ctx context.Context, fd int) error {
-	wait := 100 * time.Microsecond
-	for {
-		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, unix.EINTR):
-			continue
-		case !errors.Is(err, unix.EWOULDBLOCK):
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return context.Cause(ctx)
-		}
-		wait = min(wait*2, 10*time.Millisecond)
-	}
 }
 
 // Get reads and decodes one object.
@@ -474,18 +423,31 @@ func Update[T any](ctx context.Context, s *Store, key Key, fn func(v *T, found b
 		return err
 	}
 	defer unlock()
-	v, err := Get[T](s, key)
-	found := true
-	if errors.Is(err, ErrNotFound) {
-		found, err = false, nil
-	}
-	if err != nil {
+	var v T
+	b, err := s.Read(key)
+	found := err == nil
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
 		return err
+	default:
+		if v, err = decodeObject[T](s, key, b); err != nil {
+			return err
+		}
 	}
 	if err := fn(&v, found); err != nil {
 		return err
 	}
-	return Put(s, key, v)
+	out, err := encode(v)
+	if err != nil {
+		return fmt.Errorf("store: encode %s: %w", key, err)
+	}
+	// An unchanged object is not rewritten: a write is synced, and a
+	// periodic re-registration changes nothing.
+	if found && bytes.Equal(out, b) {
+		return nil
+	}
+	return s.Write(key, out)
 }
 
 // RemoveLocked deletes an object under its lock, so a concurrent Update can

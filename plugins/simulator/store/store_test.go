@@ -613,3 +613,28 @@ func TestStoreMatchesMapModel(t *testing.T) {
 		}
 	})
 }
+
+// Object files are private, created or replaced: an instance's record holds
+// its properties.
+func TestObjectFilesArePrivate(t *testing.T) {
+	createModes(t, func(t *testing.T, s *Store) {
+		key := Key{Collection: "instances/compute", Name: "a"}
+		if err := s.Create(key, []byte(`{"n": 1}`)); err != nil {
+			t.Fatal(err)
+		}
+		check := func(when string) {
+			fi, err := os.Stat(s.Path(key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Fatalf("object file mode %v %s, want 0600", fi.Mode().Perm(), when)
+			}
+		}
+		check("after Create")
+		if err := s.Write(key, []byte(`{"n": 2}`)); err != nil {
+			t.Fatal(err)
+		}
+		check("after Write")
+	})
+}
