@@ -19,6 +19,7 @@ import (
 	"github.com/infrakit/infrakit/internal/execute"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/tags"
+	"github.com/infrakit/infrakit/internal/watch/status"
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
@@ -68,6 +69,9 @@ type groupJSON struct {
 	Instances []instanceJSON `json:"instances"`
 	// Rolling is the rolling update's progress.
 	Rolling rollingJSON `json:"rolling"`
+	// Brake is the mass-failure brake as the watch running on the local
+	// state reports it (group describe only; absent when none answers).
+	Brake *status.Brake `json:"brake,omitempty"`
 }
 
 // rollingJSON is how far a group's rolling update got: Outdated of its
@@ -455,8 +459,13 @@ func (c *GroupDescribeCommand) Run(args []string) int {
 		return 1
 	}
 	v := &views[0]
+	wg, from, watched := c.watchGroup(c.Context(), name)
 	if *jsonOut {
-		if err := c.WriteJSON(newGroupJSON(*v)); err != nil {
+		out := newGroupJSON(*v)
+		if watched {
+			out.Brake = &wg.Brake
+		}
+		if err := c.WriteJSON(out); err != nil {
 			c.Ui.Error(err.Error())
 			return 1
 		}
@@ -467,7 +476,16 @@ func (c *GroupDescribeCommand) Run(args []string) int {
 		c.Ui.Error(err.Error())
 		return 1
 	}
-	c.Ui.Output(strings.TrimRight(b.String(), "\n"))
+	out := strings.TrimRight(b.String(), "\n")
+	if watched {
+		// After the header and roll lines, before the instance table.
+		head, table, _ := strings.Cut(out, "\n\n")
+		out = head + "\n" + brakeLine(wg.Brake, from)
+		if table != "" {
+			out += "\n\n" + table
+		}
+	}
+	c.Ui.Output(out)
 	return 0
 }
 
@@ -483,14 +501,19 @@ Usage: infrakit [global options] group describe NAME [-json] [-f FILE]...
   reports it now: ID, logical ID (pets), state (pending, running,
   terminating), health as the group's flavors judge it, and the tags the
   user set. While instances are out of date (a rolling update), it says
-  how many, and whether "group stop-update" halted the roll.
+  how many, and whether "group stop-update" halted the roll. When a
+  "infrakit watch" runs on the local state, it also shows the group's
+  mass-failure brake as that watch reports it (engaged, why, and the
+  earliest it may release).
 
 Options:
 
   -json   Print one JSON object: {"group", "size", "freed", "instances":
           [{"id", "logical_id", "tags", "state", "health"}], "rolling":
-          {"outdated", "stopped"}}, with every tag including infrakit's own
-          (infrakit.group, infrakit.config.hash ...).
+          {"outdated", "stopped"}, "brake" (with a watch running:
+          {"engaged", "reason", "since", "release_at", "rate_limit"})},
+          with every tag including infrakit's own (infrakit.group,
+          infrakit.config.hash ...).
 
   -f FILE Accepted, as by every command that reads the stack; the group
           verbs read no stack file. Repeatable.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"context"
 	"fmt"
 	"io"
@@ -160,6 +161,22 @@ func TestWatchBrakeHolds(t *testing.T) {
 	within(t, 30*time.Second, "the brake engaged at the 4th removal", func() bool { return p.brake().Engaged })
 	if n := len(w.simulatorInstances("compute")); n != size-1 {
 		t.Errorf("braked, the group holds %d instances; want %d (the 4th removal not replaced)", n, size-1)
+	}
+	// group describe shows it, as the running watch reports it (the
+	// settle time, 20 s, keeps it engaged meanwhile).
+	if out := w.ok("group", "describe", "web").stdout; !strings.Contains(out, "Brake: engaged since") ||
+		!strings.Contains(out, fmt.Sprintf("watch pid %d", p.pid)) {
+		t.Errorf("group describe while braked:\n%s", out)
+	}
+	var described struct {
+		Brake *struct {
+			Engaged   bool       `json:"engaged"`
+			ReleaseAt *time.Time `json:"release_at"`
+		} `json:"brake"`
+	}
+	if err := json.Unmarshal([]byte(w.ok("group", "describe", "web", "-json").stdout), &described); err != nil ||
+		described.Brake == nil || !described.Brake.Engaged || described.Brake.ReleaseAt == nil {
+		t.Errorf("group describe -json while braked: %+v, %v", described.Brake, err)
 	}
 	if code, _ := p.terminate(); code != 0 {
 		t.Fatalf("watch exited %d", code)

@@ -118,7 +118,16 @@ func TestRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, want) || got[0].Address == "" {
 			t.Fatalf("describe:\n got %#v\nwant %#v", got, want)
 		}
-		if !strings.Contains(logs.String(), "provisioned") || !strings.Contains(logs.String(), string(id)) {
+		// go-plugin relays the provider's stderr on its own goroutine, so
+		// the line may arrive after the call's answer: wait for it.
+		logged := func() bool {
+			l := logs.String()
+			return strings.Contains(l, "provisioned") && strings.Contains(l, string(id))
+		}
+		for deadline := time.Now().Add(10 * time.Second); !logged() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !logged() {
 			t.Errorf("provider log line did not reach the host logger:\n%s", logs)
 		}
 
