@@ -21,6 +21,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -60,7 +61,7 @@ func (m Master) Do(ctx context.Context, cmd string) (string, error) {
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
-		return "", fmt.Errorf("haproxy command %q: write: %w", cmd, err)
+		return "", fmt.Errorf("haproxy command %q: write: %w", cmd, gone(err))
 	}
 	// Half-close: the master answers and then closes once it sees EOF.
 	if err := conn.(*net.UnixConn).CloseWrite(); err != nil {
@@ -71,9 +72,20 @@ func (m Master) Do(ctx context.Context, cmd string) (string, error) {
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("haproxy command %q: %w", cmd, ctx.Err())
 		}
-		return "", fmt.Errorf("haproxy command %q: read: %w", cmd, err)
+		return "", fmt.Errorf("haproxy command %q: read: %w", cmd, gone(err))
 	}
 	return string(out), nil
+}
+
+// gone marks an error of a connection the master dropped while it was being
+// served (reset, broken pipe) as ErrUnavailable: a master that was killed,
+// or that re-executes itself, accepts a connection and goes away with it,
+// which is the master not being there, not a failed command.
+func gone(err error) error {
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
 }
 
 // Worker sends a command to the current worker ("@1 <cmd>").
