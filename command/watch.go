@@ -31,6 +31,7 @@ func (c *WatchCommand) Run(args []string) int {
 	listen := fs.String("listen", status.DefaultListen, "where the HTTP API is served (host:port)")
 	lockTimeout := FlagLockTimeout(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
+	callTimeout := fs.Duration("call-timeout", watch.DefaultCallTimeout, "deadline of each provider call")
 	files := flagStackFiles(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
@@ -47,6 +48,9 @@ func (c *WatchCommand) Run(args []string) int {
 	case *parallelism < 1:
 		c.Ui.Error(fmt.Sprintf("-parallelism must be at least 1; got %d.\n", *parallelism))
 		return cli.RunResultHelp
+	case *callTimeout <= 0:
+		c.Ui.Error(fmt.Sprintf("-call-timeout must be a positive duration such as 2m; got %s.\n", *callTimeout))
+		return cli.RunResultHelp
 	}
 
 	// SIGHUP reloads; the first SIGINT or SIGTERM cancels Context() (main's
@@ -61,6 +65,7 @@ func (c *WatchCommand) Run(args []string) int {
 		Listen:      *listen,
 		LockTimeout: *lockTimeout,
 		Parallelism: *parallelism,
+		CallTimeout: *callTimeout,
 		Reload:      reload,
 		Logger:      c.serviceLogger(),
 		Version:     c.Version,
@@ -170,6 +175,11 @@ Options:
 
   -parallelism N      Provider calls in flight at once per group, and groups
                       reconciled at once (default 10).
+
+  -call-timeout D     The deadline of each provider call (default 2m). A
+                      provider whose call runs out of time and that then
+                      does not answer a metadata request (within D/4,
+                      between 1s and 5s) is killed and relaunched.
 
   -f FILE             Also read FILE as a stack file when the stack files
                       are read again (SIGHUP). Repeatable. Pass the files
