@@ -138,37 +138,31 @@ func Start(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		pcfg.SecureConfig = &goplugin.SecureConfig{Checksum: accepted[0], Hash: sum}
 	}
 	pc := goplugin.NewClient(pcfg)
+	stopTimeout := cfg.StopTimeout
+	if stopTimeout <= 0 {
+		stopTimeout = DefaultStopTimeout
+	}
+	c := &Client{name: name, pc: pc, logger: logger, stopTimeout: stopTimeout, stopped: make(chan struct{})}
 
 	conn, err := dispense(pc)
+	if rc := pc.ReattachConfig(); rc != nil {
+		c.pid = rc.Pid
+	}
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
-		pc.Kill() // kills and reaps the process, if it started
+		c.Kill() // kills and reaps the process, if it started
 		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
 			return nil, fail(checksumError(cmd.Path, accepted, sum.found()))
 		}
 		return nil, fail(startError(err, cmd.Path, timeout, deadlineBound, stderr.String()))
 	}
-	stopTimeout := cfg.StopTimeout
-	if stopTimeout <= 0 {
-		stopTimeout = DefaultStopTimeout
-	}
-	c := &Client{
-		name:          name,
-		pc:            pc,
-		logger:        logger,
-		stopTimeout:   stopTimeout,
-		stopped:       make(chan struct{}),
-		provider:      pb.NewProviderClient(conn),
-		instances:     pb.NewInstanceClient(conn),
-		flavors:       pb.NewFlavorClient(conn),
-		loadBalancers: pb.NewLoadBalancerClient(conn),
-		authorizers:   pb.NewAuthorizerClient(conn),
-	}
-	if rc := pc.ReattachConfig(); rc != nil {
-		c.pid = rc.Pid
-	}
+	c.provider = pb.NewProviderClient(conn)
+	c.instances = pb.NewInstanceClient(conn)
+	c.flavors = pb.NewFlavorClient(conn)
+	c.loadBalancers = pb.NewLoadBalancerClient(conn)
+	c.authorizers = pb.NewAuthorizerClient(conn)
 	return c, nil
 }
 
