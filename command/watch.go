@@ -33,6 +33,7 @@ func (c *WatchCommand) Run(args []string) int {
 	lockTimeout := FlagLockTimeout(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	brakeSettle := fs.Duration("brake-settle", heal.DefaultBrakeSettle, "how long the mass-failure brake holds after the world last changed")
+	callTimeout := fs.Duration("call-timeout", watch.DefaultCallTimeout, "deadline of each provider call")
 	files := flagStackFiles(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
@@ -52,6 +53,9 @@ func (c *WatchCommand) Run(args []string) int {
 	case *parallelism < 1:
 		c.Ui.Error(fmt.Sprintf("-parallelism must be at least 1; got %d.\n", *parallelism))
 		return cli.RunResultHelp
+	case *callTimeout <= 0:
+		c.Ui.Error(fmt.Sprintf("-call-timeout must be a positive duration such as 2m; got %s.\n", *callTimeout))
+		return cli.RunResultHelp
 	}
 
 	// SIGHUP reloads; the first SIGINT or SIGTERM cancels Context() (main's
@@ -67,6 +71,7 @@ func (c *WatchCommand) Run(args []string) int {
 		LockTimeout: *lockTimeout,
 		Parallelism: *parallelism,
 		BrakeSettle: *brakeSettle,
+		CallTimeout: *callTimeout,
 		Reload:      reload,
 		Logger:      c.serviceLogger(),
 		Version:     c.Version,
@@ -182,6 +187,11 @@ Options:
                       brake holds until a re-list at least D after the
                       world last changed confirms it, and after a release
                       replacements go at a bounded rate per D.
+
+  -call-timeout D     The deadline of each provider call (default 2m). A
+                      provider whose call runs out of time and that then
+                      does not answer a metadata request (within D/4,
+                      between 1s and 5s) is killed and relaunched.
 
   -f FILE             Also read FILE as a stack file when the stack files
                       are read again (SIGHUP). Repeatable. Pass the files

@@ -66,7 +66,7 @@ func (b *backgroundWatch) address(t *testing.T) string {
 }
 
 func TestWatchBadArguments(t *testing.T) {
-	for _, args := range [][]string{{"extra"}, {"-interval", "0s"}, {"-parallelism", "0"}, {"-bogus"}} {
+	for _, args := range [][]string{{"extra"}, {"-interval", "0s"}, {"-parallelism", "0"}, {"-call-timeout", "0s"}, {"-bogus"}} {
 		code, _, stderr := runCommand(t, watchCmd, t.TempDir(), args...)
 		if code != cli.RunResultHelp || stderr == "" {
 			t.Errorf("watch %q: exit %d, stderr %q; want the usage", args, code, stderr)

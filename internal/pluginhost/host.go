@@ -29,8 +29,12 @@ type Options struct {
 	StartTimeout time.Duration
 	DisableMTLS  bool
 	// Env is added to every provider's environment ("KEY=value") and wins
-	// over infrakit's own.
+	// over what it inherits of infrakit's own: the allow-list of env.go and
+	// what $INFRAKIT_PROVIDER_ENV names.
 	Env []string
+	// StopTimeout bounds the graceful part of a provider's stop, after which
+	// its process group is killed; zero means the sdk/plugin default.
+	StopTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the relaunch backoff of a crashing
 	// provider; zero means DefaultMinBackoff and DefaultMaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
@@ -47,6 +51,9 @@ type Host struct {
 	lock    *Lock
 	log     hclog.Logger
 	now     func() time.Time // a clock tests can drive
+	// inherit says which of infrakit's environment variables providers
+	// inherit, fixed at New.
+	inherit func(name string) bool
 
 	mu     sync.Mutex
 	closed bool
@@ -94,6 +101,7 @@ func New(opts Options) (*Host, error) {
 		lock:    lock,
 		log:     logger(opts.Logger),
 		now:     time.Now,
+		inherit: inheritable(os.Getenv(EnvProviderEnv)),
 		procs:   map[string]*proc{},
 	}, nil
 }
@@ -270,10 +278,12 @@ func (h *Host) launch(ctx context.Context, key, name string) (*plugin.Client, er
 		Name:         key,
 		Path:         path,
 		Env:          h.opts.Env,
+		InheritEnv:   h.inherit,
 		Dir:          h.workdir,
 		SHA256:       sums[0],
 		AcceptSHA256: sums[1:],
 		StartTimeout: h.opts.StartTimeout,
+		StopTimeout:  h.opts.StopTimeout,
 		DisableMTLS:  h.opts.DisableMTLS,
 		Logger:       h.log,
 	})
@@ -296,9 +306,11 @@ func (h *Host) checksumError(name, path string, locked LockedProvider) error {
 	return &ChecksumError{Name: name, Path: path, Expected: locked.Hashes, Actual: actual}
 }
 
-// Close kills every provider process and makes later Client calls fail. A
+// Close stops every provider process and makes later Client calls fail. A
 // launch in progress is killed as soon as it completes. It waits for the
-// processes to end and may be called more than once.
+// processes to end, which takes Options.StopTimeout at most for a provider
+// that does not exit when asked (a frozen one), then its process group is
+// killed (plugin.Client.Kill). It may be called more than once.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	h.closed = true
@@ -312,8 +324,8 @@ func (h *Host) Close() error {
 	}
 	h.mu.Unlock()
 
-	// Kill asks gracefully and waits before forcing; do all at once so Close
-	// takes as long as the slowest provider, not the sum.
+	// Kill asks gracefully and forces after StopTimeout; do all at once so
+	// Close takes as long as the slowest provider, not the sum.
 	var wg sync.WaitGroup
 	for _, c := range clients {
 		wg.Add(1)

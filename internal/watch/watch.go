@@ -335,7 +335,7 @@ func newService(opts Options, r *operation.Runner, rec *status.Recorder, lockFil
 		store:    r.StateStore(),
 		rec:      rec,
 		serials:  sr,
-		prov:     newProviders(r, rec, opts.Logger.Named("providers")),
+		prov:     newProviders(r, rec, opts.Logger.Named("providers"), opts.CallTimeout),
 		events:   make(chan string, 64),
 		docs:     make(chan *state.Document),
 		done:     make(chan passResult, opts.Parallelism),

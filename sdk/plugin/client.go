@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -36,8 +37,14 @@ type ClientConfig struct {
 	Name string
 	Path string
 	Args []string
-	// Env is added to the host's environment (and wins over it).
+	// Env is added to the environment the provider inherits (and wins over
+	// it).
 	Env []string
+	// InheritEnv says which of the host's environment variables (by name)
+	// the provider inherits; nil means all of them. A host that holds
+	// secrets in its environment passes an allow-list. go-plugin adds its
+	// handshake variables itself.
+	InheritEnv func(name string) bool
 	// Dir is the provider's working directory; empty means the host's. Hosts
 	// set it to the stack's directory, where providers keep relative files.
 	Dir string
@@ -49,6 +56,9 @@ type ClientConfig struct {
 	AcceptSHA256 [][]byte
 	// StartTimeout bounds the handshake; default DefaultStartTimeout.
 	StartTimeout time.Duration
+	// StopTimeout bounds the graceful part of Kill, after which the
+	// process group is killed; default DefaultStopTimeout.
+	StopTimeout time.Duration
 	// DisableMTLS turns AutoMTLS off (on by default).
 	DisableMTLS bool
 	// Logger receives the provider's own logs (named after Name) and the
@@ -59,10 +69,15 @@ type ClientConfig struct {
 // Client is one running provider process. Its methods are safe for
 // concurrent use. The host owns the process: call Kill when done with it.
 type Client struct {
-	name   string
-	pid    int
-	pc     *goplugin.Client
-	logger hclog.Logger
+	name        string
+	pid         int
+	pc          *goplugin.Client
+	logger      hclog.Logger
+	stopTimeout time.Duration
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed once go-plugin's Kill has returned: the process is reaped
+	forced   atomic.Bool   // set when the process was sent SIGKILL
 
 	provider      pb.ProviderClient
 	instances     pb.InstanceClient
@@ -100,13 +115,14 @@ func Start(ctx context.Context, cfg ClientConfig) (*Client, error) {
 
 	cmd := exec.Command(cfg.Path, cfg.Args...)
 	cmd.Dir = cfg.Dir
-	cmd.Env = append(append(os.Environ(), cfg.Env...), envHostPID+"="+strconv.Itoa(os.Getpid()))
+	cmd.Env = append(environ(os.Environ(), cfg.InheritEnv, cfg.Env), envHostPID+"="+strconv.Itoa(os.Getpid()))
+	cmd.SysProcAttr = ownProcessGroup()
 	stderr := &tail{max: 2048}
 	pcfg := &goplugin.ClientConfig{
 		HandshakeConfig:  handshake,
 		Plugins:          goplugin.PluginSet{pluginName: &grpcPlugin{}},
 		Cmd:              cmd,
-		SkipHostEnv:      true, // cmd.Env has it already, under cfg.Env
+		SkipHostEnv:      true, // cmd.Env has what the provider inherits
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         !cfg.DisableMTLS,
 		StartTimeout:     timeout,
@@ -122,31 +138,31 @@ func Start(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		pcfg.SecureConfig = &goplugin.SecureConfig{Checksum: accepted[0], Hash: sum}
 	}
 	pc := goplugin.NewClient(pcfg)
+	stopTimeout := cfg.StopTimeout
+	if stopTimeout <= 0 {
+		stopTimeout = DefaultStopTimeout
+	}
+	c := &Client{name: name, pc: pc, logger: logger, stopTimeout: stopTimeout, stopped: make(chan struct{})}
 
 	conn, err := dispense(pc)
+	if rc := pc.ReattachConfig(); rc != nil {
+		c.pid = rc.Pid
+	}
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
-		pc.Kill() // kills and reaps the process, if it started
+		c.Kill() // kills and reaps the process, if it started
 		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
 			return nil, fail(checksumError(cmd.Path, accepted, sum.found()))
 		}
 		return nil, fail(startError(err, cmd.Path, timeout, deadlineBound, stderr.String()))
 	}
-	c := &Client{
-		name:          name,
-		pc:            pc,
-		logger:        logger,
-		provider:      pb.NewProviderClient(conn),
-		instances:     pb.NewInstanceClient(conn),
-		flavors:       pb.NewFlavorClient(conn),
-		loadBalancers: pb.NewLoadBalancerClient(conn),
-		authorizers:   pb.NewAuthorizerClient(conn),
-	}
-	if rc := pc.ReattachConfig(); rc != nil {
-		c.pid = rc.Pid
-	}
+	c.provider = pb.NewProviderClient(conn)
+	c.instances = pb.NewInstanceClient(conn)
+	c.flavors = pb.NewFlavorClient(conn)
+	c.loadBalancers = pb.NewLoadBalancerClient(conn)
+	c.authorizers = pb.NewAuthorizerClient(conn)
 	return c, nil
 }
 
@@ -256,14 +272,6 @@ func (c *Client) Authorizer(typ string) nfs.Authorizer { return authorizerClient
 // Pid is the provider's process id.
 func (c *Client) Pid() int { return c.pid }
 
-// Exited reports whether the provider process has ended. Calls to an exited
-// provider fail with ErrUnavailable; a host starts it again.
-func (c *Client) Exited() bool { return c.pc.Exited() }
-
-// Kill stops the provider process (gracefully, then forcibly after 2s) and
-// waits for it. It is safe to call more than once.
-func (c *Client) Kill() { c.pc.Kill() }
-
 // check turns a call's outcome into the SPI's error: a transport or status
 // error, or the diagnostics when they hold an error. Warnings alone do not
 // fail the call; they are logged.
@@ -298,4 +306,18 @@ func (x providerServer) Metadata(context.Context, *pb.ProviderMetadataRequest) (
 		return nil, badResult(err)
 	}
 	return resp, nil
+}
+
+// environ is a provider's environment: the host's variables that inherit
+// accepts (all when nil), then extra, later entries winning (os/exec keeps
+// the last of a name).
+func environ(host []string, inherit func(string) bool, extra []string) []string {
+	var out []string
+	for _, kv := range host {
+		name, _, _ := strings.Cut(kv, "=")
+		if inherit == nil || inherit(name) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
 }

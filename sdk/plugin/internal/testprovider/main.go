@@ -8,6 +8,7 @@
 //	garbage         print a line that is not a handshake, then hang
 //	slow-call       DescribeInstances blocks until its context ends
 //	report-runtime  log the runtime settings it starts with (gomaxprocs)
+//	with-child      start a child process (sleep) that lives as long as it
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -48,6 +50,14 @@ func main() {
 	logger := plugin.NewLogger()
 	if mode == "report-runtime" {
 		logger.Info("runtime", "gomaxprocs", runtime.GOMAXPROCS(0))
+	}
+	if mode == "with-child" {
+		// A child in the provider's process group, as a provider that runs
+		// tools has; a forced stop must end it too.
+		if err := exec.Command("sleep", "3600").Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "testprovider: starting a child:", err)
+			os.Exit(3)
+		}
 	}
 	compute := &instances{slow: mode == "slow-call", logger: logger, byID: map[instance.ID]instance.Description{}}
 	lbs := &loadBalancers{byName: map[string]*l4{}}
