@@ -222,6 +222,8 @@ Environment:
                           for provider binaries, after -plugin-dir.
   INFRAKIT_SIMULATOR_DIR  Where the simulator provider keeps its objects
                           (default .infrakit/simulator).
+  INFRAKIT_PROVIDER_ENV   Further variables providers inherit (names, or
+                          NAME_* prefixes); otherwise only an allow-list.
   NO_COLOR                Set to anything: print without ANSI colors (as
                           -no-color does; TERM=dumb too).
 
