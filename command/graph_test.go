@@ -1,15 +1,11 @@
 package command
 
 import (
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/mitchellh/cli"
-
-	"github.com/infrakit/infrakit/internal/pluginhost"
 )
 
 func graphCmd(m Meta) cli.Command { return &GraphCommand{Meta: m} }
@@ -25,9 +21,8 @@ func edges(dot string) []string {
 	return out
 }
 
-func TestGraphOfTheStack(t *testing.T) {
-	wd := t.TempDir()
-	writeStack(t, wd, simulatorStack+`
+// webIngress is an ingress of group web on lb1 (of simulatorStack).
+const webIngress = `
 ingress "web" {
   rule {
     loadbalancer = loadbalancer.lb1
@@ -40,7 +35,11 @@ ingress "web" {
     }
   }
 }
-`)
+`
+
+func TestGraphOfTheStack(t *testing.T) {
+	wd := t.TempDir()
+	writeStack(t, wd, simulatorStack+webIngress)
 	code, stdout, stderr := runCommand(t, graphCmd, wd)
 	if code != 0 || !strings.HasPrefix(stdout, "digraph {") || !strings.HasSuffix(stdout, "}\n") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -66,31 +65,7 @@ func TestGraphOfThePlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a provider")
 	}
-	bin := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(bin, pluginhost.BinaryName("simulator")), "github.com/infrakit/infrakit/plugins/simulator")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Setenv(pluginhost.PluginPathEnv, "")
-	t.Setenv("HOME", t.TempDir())
-	wd := t.TempDir()
-	writeStack(t, wd, strings.Replace(simulatorStack, "size = 1", "size = 2", 1)+`
-ingress "web" {
-  rule {
-    loadbalancer = loadbalancer.lb1
-    groups       = [group.web]
-    route {
-      lb_port     = 80
-      lb_protocol = "http"
-      port        = 80
-      protocol    = "http"
-    }
-  }
-}
-`)
-	if code, stdout, stderr := runCommand(t, initCmd, wd, "-plugin-dir", bin); code != 0 {
-		t.Fatalf("init: exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	wd := initSimulator(t, strings.Replace(simulatorStack, "size = 1", "size = 2", 1)+webIngress)
 	code, stdout, stderr := runCommand(t, graphCmd, wd, "-plan")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)

@@ -74,18 +74,7 @@ func TestValidateWithSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a provider")
 	}
-	bin := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(bin, pluginhost.BinaryName("simulator")), "github.com/infrakit/infrakit/plugins/simulator")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Setenv(pluginhost.PluginPathEnv, "")
-	t.Setenv("HOME", t.TempDir())
-	wd := t.TempDir()
-	writeStack(t, wd, simulatorStack)
-	if code, stdout, stderr := runCommand(t, initCmd, wd, "-plugin-dir", bin); code != 0 {
-		t.Fatalf("init: exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	wd := initSimulator(t, simulatorStack)
 
 	code, stdout, stderr := runCommand(t, validateCmd, wd)
 	if code != 0 || !strings.Contains(stdout, "Success! The stack is valid.") {
@@ -144,4 +133,23 @@ func TestValidateJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != 1 || got.Valid || got.ErrorCount == 0 {
 		t.Errorf("not initialized: exit %d, %v, %s", code, err, stdout)
 	}
+}
+
+// initSimulator writes stack into a new working directory and installs the
+// real simulator provider there (`infrakit init`), built from source.
+func initSimulator(t *testing.T, stack string) (wd string) {
+	t.Helper()
+	bin := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(bin, pluginhost.BinaryName("simulator")), "github.com/infrakit/infrakit/plugins/simulator")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Setenv(pluginhost.PluginPathEnv, "")
+	t.Setenv("HOME", t.TempDir())
+	wd = t.TempDir()
+	writeStack(t, wd, stack)
+	if code, stdout, stderr := runCommand(t, initCmd, wd, "-plugin-dir", bin); code != 0 {
+		t.Fatalf("init: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	return wd
 }

@@ -11,32 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infrakit/infrakit/internal/proctest"
 )
-
-// procState is the state letter of /proc/PID/stat (R, S, T, Z...), 0 when
-// the process does not exist.
-func procState(pid int) byte {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return 0
-	}
-	return stat[i+2]
-}
-
-// freezeProvider stops pid with SIGSTOP and waits until it has stopped, as
-// a provider that hangs would be; the test's end kills it if it is left.
-func freezeProvider(t *testing.T, pid int) {
-	t.Helper()
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	within(t, 10*time.Second, fmt.Sprintf("provider %d stopped", pid), func() bool { return procState(pid) == 'T' })
-}
 
 // processesIn lists the live (not zombie) processes whose command line
 // names something under dir: the providers installed in a workdir.
@@ -54,7 +31,7 @@ func processesIn(t *testing.T, dir string) []string {
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err == nil && bytes.Contains(cmdline, []byte(dir)) {
-			if s := procState(pid); s != 0 && s != 'Z' {
+			if s := proctest.State(pid); s != 0 && s != 'Z' {
 				out = append(out, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
 			}
 		}
@@ -95,7 +72,7 @@ func TestWatchFrozenProvider(t *testing.T) {
 		t.Errorf("the provider has no PATH: %q", env)
 	}
 
-	freezeProvider(t, pid)
+	proctest.Freeze(t, pid)
 	for _, id := range w.simulatorInstances("compute")[:5] {
 		if err := os.Remove(w.instancePath(id)); err != nil {
 			t.Fatal(err)
@@ -119,7 +96,7 @@ func TestWatchFrozenProvider(t *testing.T) {
 	}
 
 	// SIGTERM with the provider frozen: watch stops it anyway.
-	freezeProvider(t, now)
+	proctest.Freeze(t, now)
 	code, stopped := p.terminate() // fails the test past 35s
 	t.Logf("SIGTERM with a frozen provider: exit %d after %s", code, stopped.Round(time.Millisecond))
 	if code != 0 {

@@ -3,42 +3,18 @@
 package pluginhost
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infrakit/infrakit/internal/proctest"
 )
 
 // These tests stop and relaunch real provider processes that no longer
 // answer, and check by pid that none is left.
-
-// freeze stops pid (SIGSTOP) and waits until it has stopped; the test's
-// end kills it, should it outlive the test.
-func freeze(t *testing.T, pid int) {
-	t.Helper()
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, fmt.Sprintf("provider %d has stopped", pid), func() bool { return procState(pid) == 'T' })
-}
-
-// procState is the state letter of /proc/PID/stat, 0 when there is none.
-func procState(pid int) byte {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return 0
-	}
-	return stat[i+2]
-}
 
 // returnsWithin fails the test unless f returns within limit.
 func returnsWithin(t *testing.T, limit time.Duration, what string, f func()) {
@@ -71,7 +47,7 @@ func TestHostCloseFrozenProvider(t *testing.T) {
 		}
 		pids = append(pids, c.Pid())
 	}
-	freeze(t, pids[0])
+	proctest.Freeze(t, pids[0])
 	returnsWithin(t, stop+10*time.Second, "Close with a frozen provider", func() { _ = h.Close() })
 	for _, pid := range pids {
 		if !processGone(pid) {
@@ -92,7 +68,7 @@ func TestHostRelaunchesKilledFrozenProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := c.Pid()
-	freeze(t, pid)
+	proctest.Freeze(t, pid)
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	if _, err := c.Metadata(cctx); err == nil {

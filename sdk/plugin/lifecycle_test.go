@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infrakit/infrakit/internal/proctest"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
@@ -149,12 +150,12 @@ func TestKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := c.Pid()
-	if pid <= 0 || !alive(pid) || c.Exited() {
-		t.Fatalf("pid %d alive=%v exited=%v", pid, alive(pid), c.Exited())
+	if pid <= 0 || !proctest.Alive(pid) || c.Exited() {
+		t.Fatalf("pid %d alive=%v exited=%v", pid, proctest.Alive(pid), c.Exited())
 	}
 	c.Kill()
-	if !c.Exited() || alive(pid) {
-		t.Fatalf("after Kill: exited=%v alive=%v", c.Exited(), alive(pid))
+	if !c.Exited() || proctest.Alive(pid) {
+		t.Fatalf("after Kill: exited=%v alive=%v", c.Exited(), proctest.Alive(pid))
 	}
 	_, err := c.Metadata(ctx)
 	if !errors.Is(err, ErrUnavailable) || !strings.HasPrefix(err.Error(), `provider "test": Metadata: provider unavailable`) {
@@ -291,7 +292,7 @@ func TestParentDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := readPid(t, bufio.NewReader(stdout))
-	if !alive(pid) {
+	if !proctest.Alive(pid) {
 		t.Fatalf("provider %d not running", pid)
 	}
 	if err := host.Process.Kill(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/infrakit/infrakit/internal/proctest"
 	"github.com/infrakit/infrakit/internal/syncbuf"
 )
 
@@ -110,35 +111,23 @@ func pidsWithArg(t testing.TB, arg string) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(arg)) && alive(pid) {
+		if err == nil && bytes.Contains(cmdline, []byte(arg)) && proctest.Alive(pid) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
 }
 
-// alive reports whether pid runs; a zombie does not (reaping it is up to
-// its parent, which may be an init that never does).
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// pid (comm) state ...: the state follows the last ')'.
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
-}
-
 // waitGone waits up to d for pid to stop running.
 func waitGone(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if !alive(pid) {
+		if !proctest.Alive(pid) {
 			return true
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return !alive(pid)
+	return !proctest.Alive(pid)
 }
 
 // readPid reads the wrapper host's "pid=N" line.

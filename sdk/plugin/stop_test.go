@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infrakit/infrakit/internal/proctest"
 )
 
 // These tests stop real provider processes that do not cooperate, and
@@ -38,7 +40,7 @@ func childrenOf(t *testing.T, pid int) []int {
 			continue
 		}
 		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) && alive(child) {
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) && proctest.Alive(child) {
 			out = append(out, child)
 		}
 	}
@@ -85,33 +87,8 @@ func frozenWithChild(t *testing.T, stopTimeout time.Duration) (c *Client, pid, c
 		_ = syscall.Kill(child, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	})
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	// The signal is delivered asynchronously: wait until every thread of
-	// the process has stopped.
-	deadline := time.Now().Add(10 * time.Second)
-	for processState(pid) != 'T' {
-		if time.Now().After(deadline) {
-			t.Fatalf("provider %d not stopped 10s after SIGSTOP (state %c)", pid, processState(pid))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	proctest.Freeze(t, pid)
 	return c, pid, child, buf
-}
-
-// processState is the state letter of /proc/PID/stat (R, S, T, Z...), 0
-// when pid does not exist.
-func processState(pid int) byte {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return 0
-	}
-	return stat[i+2]
 }
 
 // TestKillFrozen: Kill of a SIGSTOPped provider, which never answers
