@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/plugin"
 )
@@ -43,18 +44,6 @@ func newHost(t *testing.T, wd string, opts Options) *Host {
 	}
 	t.Cleanup(func() { h.Close() })
 	return h
-}
-
-// eventually polls cond for up to 10s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestHostOneProcessPerKey(t *testing.T) {
@@ -208,7 +197,7 @@ func TestHostRelaunchesCrashedProvider(t *testing.T) {
 	if err := killHard(pid1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the killed provider is seen to exit", first.Exited)
+	testwait.For(t, 10*time.Second, "the killed provider is seen to exit", first.Exited)
 
 	// Noticed 10ms after its launch: a quick crash, so wait out the backoff.
 	clock.Advance(10 * time.Millisecond)
@@ -235,7 +224,7 @@ func TestHostRelaunchesCrashedProvider(t *testing.T) {
 	if err := killHard(second.Pid()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the second provider is seen to exit", second.Exited)
+	testwait.For(t, 10*time.Second, "the second provider is seen to exit", second.Exited)
 	clock.Advance(10 * time.Millisecond)
 	if _, err := h.Client(ctx, "simulator"); err == nil || !strings.Contains(err.Error(), "next attempt in 190ms") {
 		t.Fatalf("Client after the second crash = %v; want next attempt in 190ms", err)
@@ -250,7 +239,7 @@ func TestHostRelaunchesCrashedProvider(t *testing.T) {
 	if err := killHard(third.Pid()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the third provider is seen to exit", third.Exited)
+	testwait.For(t, 10*time.Second, "the third provider is seen to exit", third.Exited)
 	fourth, err := h.Client(ctx, "simulator")
 	if err != nil || fourth.Pid() == third.Pid() {
 		t.Fatalf("Client after a crash following a healthy run = %v, %v; want an immediate relaunch", fourth, err)
@@ -274,7 +263,7 @@ func TestHostCloseWhenDone(t *testing.T) {
 	}
 	cancel() // what the command layer does on Ctrl-C
 	for _, pid := range pids {
-		eventually(t, "every provider is gone after the interrupt", func() bool { return processGone(pid) })
+		testwait.For(t, 10*time.Second, "every provider is gone after the interrupt", func() bool { return processGone(pid) })
 	}
 	if _, err := h.Client(context.Background(), "vanilla"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Client after interrupt = %v, want ErrClosed", err)

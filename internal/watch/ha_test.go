@@ -23,6 +23,7 @@ import (
 	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest/embedded"
+	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
@@ -167,7 +168,7 @@ func fetchStatus(addr string) (status.Status, error) {
 func (c *haCluster) leader(what string) int {
 	c.t.Helper()
 	found := -1
-	eventually(c.t, 20*time.Second, what, func() bool {
+	testwait.For(c.t, 20*time.Second, what, func() bool {
 		found = -1
 		var sts []status.Status
 		for i, r := range c.ws {
@@ -312,7 +313,7 @@ func TestHAFailover(t *testing.T) {
 		if i == first {
 			continue
 		}
-		eventually(t, 10*time.Second, "a follower shows the group", func() bool {
+		testwait.For(t, 10*time.Second, "a follower shows the group", func() bool {
 			g := r.group()
 			return g.Desired == size && g.Actual == size
 		})
@@ -322,16 +323,16 @@ func TestHAFailover(t *testing.T) {
 	// what is missing at a new leader's first listing is simply created,
 	// as apply would, not reported as replaced.)
 	passes := c.ws[first].status().Passes
-	eventually(t, 10*time.Second, "two passes of the leader", func() bool { return c.ws[first].status().Passes >= passes+2 })
+	testwait.For(t, 10*time.Second, "two passes of the leader", func() bool { return c.ws[first].status().Passes >= passes+2 })
 	gone := c.instances()[0]
 	if err := os.Remove(filepath.Join(c.simDir, "instances", "compute", gone+".json")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the vanished instance replaced", func() bool {
+	testwait.For(t, 10*time.Second, "the vanished instance replaced", func() bool {
 		ids := c.instances()
 		return len(ids) == size && !slices.Contains(ids, gone)
 	})
-	eventually(t, 5*time.Second, "the leader's replaced event", func() bool {
+	testwait.For(t, 5*time.Second, "the leader's replaced event", func() bool {
 		n := countEvents(c.ws[first].events(), status.EventReplaced, string(status.ReasonVanished))
 		if n > 1 {
 			t.Fatalf("%d replaced events for one vanished instance: %+v", n, c.ws[first].events())
@@ -356,7 +357,7 @@ func TestHAFailover(t *testing.T) {
 	}
 	sick := c.instances()[0]
 	setHealthIn(t, filepath.Join(c.simDir, "instances", "compute", sick+".json"), "unhealthy")
-	eventually(t, 20*time.Second, "the unhealthy instance replaced", func() bool {
+	testwait.For(t, 20*time.Second, "the unhealthy instance replaced", func() bool {
 		return !slices.Contains(c.instances(), sick) && len(c.instances()) == size
 	})
 	var replacedAt time.Time
@@ -455,9 +456,9 @@ func TestHACutOff(t *testing.T) {
 
 	cut := time.Now()
 	proxy.Cut()
-	eventually(t, 30*time.Second, "the cut-off leader stops leading", func() bool { return !c.ws[0].status().Leader })
+	testwait.For(t, 30*time.Second, "the cut-off leader stops leading", func() bool { return !c.ws[0].status().Leader })
 	stoppedAfter := time.Since(cut)
-	eventually(t, 30*time.Second, "the other leads", func() bool { return c.ws[1].status().Leader })
+	testwait.For(t, 30*time.Second, "the other leads", func() bool { return c.ws[1].status().Leader })
 	t.Logf("cut off: the leader stopped acting %s after the cut (lease TTL %s); the other led %s after it",
 		stoppedAfter.Round(time.Millisecond), haTTL, time.Since(cut).Round(time.Millisecond))
 
@@ -465,7 +466,7 @@ func TestHACutOff(t *testing.T) {
 	if err := os.Remove(filepath.Join(c.simDir, "instances", "compute", gone+".json")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the new leader replaced the vanished instance", func() bool {
+	testwait.For(t, 30*time.Second, "the new leader replaced the vanished instance", func() bool {
 		ids := c.instances()
 		return len(ids) == size && !slices.Contains(ids, gone)
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/internal/tags"
+	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
 	"github.com/infrakit/infrakit/sdk/nfs"
@@ -172,7 +173,7 @@ func startSettled(t *testing.T, w *workdir, opts Options, ids []string) *running
 		t.Fatal(err)
 	}
 	r := start(t, opts)
-	eventually(t, 10*time.Second, "the first pass and the first sync", func() bool {
+	testwait.For(t, 10*time.Second, "the first pass and the first sync", func() bool {
 		return r.status().Passes > 0 && countEvents(r.events(), EventSynced, "") > 0
 	})
 	return r
@@ -237,7 +238,7 @@ func TestLeavingDeregisteredBeforeReplacement(t *testing.T) {
 
 	gone := ids[0]
 	w.removeInstance(gone)
-	eventually(t, 10*time.Second, "the vanished member's backend deregistered", func() bool {
+	testwait.For(t, 10*time.Second, "the vanished member's backend deregistered", func() bool {
 		return slices.Equal(v.backends(), ids[1:])
 	})
 	if got := instanceIDs(w.instances()); !slices.Equal(got, ids[1:]) {
@@ -246,7 +247,7 @@ func TestLeavingDeregisteredBeforeReplacement(t *testing.T) {
 	// Two more passes (each failing to create the replacement) change
 	// neither the backends nor the authorizations.
 	passes := r.status().Passes
-	eventually(t, 10*time.Second, "two more passes", func() bool { return r.status().Passes >= passes+2 })
+	testwait.For(t, 10*time.Second, "two more passes", func() bool { return r.status().Passes >= passes+2 })
 	if got := v.backends(); !slices.Equal(got, ids[1:]) {
 		t.Errorf("backends %v, want %v", got, ids[1:])
 	}
@@ -269,12 +270,12 @@ func TestRunningReplacementSynced(t *testing.T) {
 	gone := ids[0]
 	w.removeInstance(gone)
 	var now []string
-	eventually(t, 10*time.Second, "a replacement", func() bool {
+	testwait.For(t, 10*time.Second, "a replacement", func() bool {
 		now = instanceIDs(w.instances())
 		return len(now) == 3 && !slices.Contains(now, gone)
 	})
-	eventually(t, 10*time.Second, "the backends equal to the members", func() bool { return slices.Equal(v.backends(), now) })
-	eventually(t, 20*time.Second, "the replacement authorized once running", func() bool { return slices.Equal(v.authorized(), now) })
+	testwait.For(t, 10*time.Second, "the backends equal to the members", func() bool { return slices.Equal(v.backends(), now) })
+	testwait.For(t, 20*time.Second, "the replacement authorized once running", func() bool { return slices.Equal(v.authorized(), now) })
 }
 
 // simulator starts a simulator client on w's store, killed when the test ends.
@@ -300,7 +301,7 @@ func ingressSynced(t *testing.T, sim *plugin.Client, v *followersView) {
 	if err := sim.LoadBalancer("lb1").RegisterBackends(ctx, []loadbalancer.Backend{{ID: "stranger"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "a sync of the ingress taking the stranger out of lb1", func() bool {
+	testwait.For(t, 20*time.Second, "a sync of the ingress taking the stranger out of lb1", func() bool {
 		return !slices.Contains(v.backends(), "stranger")
 	})
 }
@@ -317,7 +318,7 @@ func TestReplacementAuthorizedBeforeVictimRevoked(t *testing.T) {
 	w.removeInstance(victim)
 	heldWhilePending := false
 	var replacement string
-	eventually(t, 30*time.Second, "the replacement authorized", func() bool {
+	testwait.For(t, 30*time.Second, "the replacement authorized", func() bool {
 		auth := v.authorized()
 		var fresh []string
 		for _, id := range auth {
@@ -341,7 +342,7 @@ func TestReplacementAuthorizedBeforeVictimRevoked(t *testing.T) {
 	if !heldWhilePending {
 		t.Error("never saw the replacement pending while the vanished member was still authorized; the test did not test the rule")
 	}
-	eventually(t, 20*time.Second, "the vanished member's authorization revoked", func() bool {
+	testwait.For(t, 20*time.Second, "the vanished member's authorization revoked", func() bool {
 		return !slices.Contains(v.authorized(), victim)
 	})
 	if got := v.authorized(); len(got) != len(ids) || !slices.Contains(got, replacement) {
@@ -359,7 +360,7 @@ func TestVanishedAuthorizationHeldBySyncs(t *testing.T) {
 
 	victim := ids[0]
 	w.removeInstance(victim)
-	eventually(t, 10*time.Second, "the vanished member's backend deregistered", func() bool {
+	testwait.For(t, 10*time.Second, "the vanished member's backend deregistered", func() bool {
 		return slices.Equal(v.backends(), ids[1:])
 	})
 	ingressSynced(t, sim, v)
@@ -372,7 +373,7 @@ func TestVanishedAuthorizationHeldBySyncs(t *testing.T) {
 		n := len(ids) - 1
 		doc.Stack.Group("web").Size = &n
 	})
-	eventually(t, 20*time.Second, "the vanished member's authorization revoked once the group wants no replacement", func() bool {
+	testwait.For(t, 20*time.Second, "the vanished member's authorization revoked once the group wants no replacement", func() bool {
 		return slices.Equal(v.authorized(), ids[1:])
 	})
 }

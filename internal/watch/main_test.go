@@ -22,6 +22,7 @@ import (
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
@@ -338,24 +339,12 @@ func (r *running) group() status.Group {
 	return status.Group{}
 }
 
-// eventually polls cond every 20ms until it holds, or fails after d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // morePasses waits until watch finished n more passes than it had: what a
 // test that checks nothing happened waits for, instead of a while.
 func morePasses(t *testing.T, r *running, n uint64) {
 	t.Helper()
 	from := r.status().Passes
-	eventually(t, 30*time.Second, fmt.Sprintf("%d more passes", n), func() bool { return r.status().Passes >= from+n })
+	testwait.For(t, 30*time.Second, fmt.Sprintf("%d more passes", n), func() bool { return r.status().Passes >= from+n })
 }
 
 // countEvents counts the events of a kind (and reason, if given).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
@@ -188,7 +189,7 @@ func readStore(dir, lb string) (sample, bool) {
 func settledBehindLB(t *testing.T, w *workdir, size int) *running {
 	t.Helper()
 	r := start(t, testOptions(w))
-	eventually(t, 20*time.Second, "the backends equal to the running members", func() bool {
+	testwait.For(t, 20*time.Second, "the backends equal to the running members", func() bool {
 		sm, ok := readStore(w.instanceDir(), filepath.Join(w.dir, ".infrakit", "simulator", "loadbalancers", "lb1.json"))
 		if !ok || len(sm.instances) != size || len(sm.backends) != size {
 			return false
@@ -244,7 +245,7 @@ func TestHealUnhealthyBehindLB(t *testing.T) {
 	victim := ids[0]
 	w.setHealth(victim, "unhealthy")
 	var final []string
-	eventually(t, 30*time.Second, "the victim replaced and lb1's backends equal to the members", func() bool {
+	testwait.For(t, 30*time.Second, "the victim replaced and lb1's backends equal to the members", func() bool {
 		ins := w.instances()
 		if len(ins) != 3 || slices.ContainsFunc(ins, func(in record) bool { return in.ID == victim }) {
 			return false
@@ -289,7 +290,7 @@ func TestHealUnhealthyBehindLB(t *testing.T) {
 	// The pass records the destroyed event once the call has returned.
 	var evs []status.Event
 	var created, destroyed int
-	eventually(t, 10*time.Second, "the victim's destroyed event", func() bool {
+	testwait.For(t, 10*time.Second, "the victim's destroyed event", func() bool {
 		evs = r.events()
 		destroyed = eventIndex(evs, 0, func(e status.Event) bool {
 			return e.Kind == status.EventDestroyed && string(e.Instance) == victim && e.Reason == string(group.ReasonUnhealthy)
@@ -320,11 +321,11 @@ func TestVanishedDeregisteredByTheHealingPass(t *testing.T) {
 	victim := ids[0]
 	w.removeInstance(victim)
 	var now []string
-	eventually(t, 10*time.Second, "a replacement", func() bool {
+	testwait.For(t, 10*time.Second, "a replacement", func() bool {
 		now = instanceIDs(w.instances())
 		return len(now) == len(ids) && !slices.Contains(now, victim)
 	})
-	eventually(t, 20*time.Second, "the backends equal to the members", func() bool { return slices.Equal(v.backends(), now) })
+	testwait.For(t, 20*time.Second, "the backends equal to the members", func() bool { return slices.Equal(v.backends(), now) })
 	samples := s.stop()
 	var fresh string
 	for _, id := range now {
@@ -337,7 +338,7 @@ func TestVanishedDeregisteredByTheHealingPass(t *testing.T) {
 	// deregistration it made, before any other pass acts.
 	var evs []status.Event
 	var replaced, created, synced int
-	eventually(t, 10*time.Second, "the events of the pass", func() bool {
+	testwait.For(t, 10*time.Second, "the events of the pass", func() bool {
 		evs = r.events()
 		replaced = eventIndex(evs, 0, func(e status.Event) bool {
 			return e.Kind == status.EventReplaced && string(e.Instance) == victim && e.Reason == string(status.ReasonVanished)
@@ -473,9 +474,9 @@ func TestUnobservedLBTakesNoMember(t *testing.T) {
 
 	victim := ids[0]
 	w.setHealth(victim, "unhealthy")
-	eventually(t, 20*time.Second, "the replacement created", func() bool { return len(w.instances()) == 4 })
+	testwait.For(t, 20*time.Second, "the replacement created", func() bool { return len(w.instances()) == 4 })
 	passes := r.status().Passes
-	eventually(t, 20*time.Second, "three more passes", func() bool { return r.status().Passes >= passes+3 })
+	testwait.For(t, 20*time.Second, "three more passes", func() bool { return r.status().Passes >= passes+3 })
 	if !slices.Contains(instanceIDs(w.instances()), victim) {
 		t.Fatalf("the victim %s was taken away while lb1 could not be listed", victim)
 	}
@@ -485,14 +486,14 @@ func TestUnobservedLBTakesNoMember(t *testing.T) {
 
 	writeFile(t, lb, good)
 	var now []string
-	eventually(t, 20*time.Second, "the victim replaced, lb1's backends equal to the members", func() bool {
+	testwait.For(t, 20*time.Second, "the victim replaced, lb1's backends equal to the members", func() bool {
 		now = instanceIDs(w.instances())
 		sm, ok := readStore(w.instanceDir(), lb)
 		return ok && len(now) == 3 && !slices.Contains(now, victim) && slices.Equal(slices.Sorted(maps.Keys(sm.backends)), now)
 	})
 	var evs []status.Event
 	i := -1
-	eventually(t, 10*time.Second, "a destroyed event", func() bool {
+	testwait.For(t, 10*time.Second, "a destroyed event", func() bool {
 		evs = r.events()
 		i = eventIndex(evs, 0, func(e status.Event) bool { return e.Kind == status.EventDestroyed })
 		return i >= 0

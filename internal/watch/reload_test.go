@@ -12,6 +12,7 @@ import (
 
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/syncbuf"
+	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
@@ -53,7 +54,7 @@ provider "vanilla" {}
 	reload := make(chan struct{})
 	opts.Reload = reload
 	r := start(t, opts)
-	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+	testwait.For(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 
 	reloads := func() []string {
 		var out []string
@@ -68,7 +69,7 @@ provider "vanilla" {}
 	sighup := func(n int) string {
 		t.Helper()
 		reload <- struct{}{}
-		eventually(t, 10*time.Second, "reload event", func() bool { return len(reloads()) == n })
+		testwait.For(t, 10*time.Second, "reload event", func() bool { return len(reloads()) == n })
 		return reloads()[n-1]
 	}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/infrakit/infrakit/internal/controller/group"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
@@ -26,26 +27,26 @@ func TestHealVanished(t *testing.T) {
 	opts := testOptions(w)
 	opts.Interval = time.Minute // only an event can make this quick
 	r := start(t, opts)
-	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+	testwait.For(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 
 	before := w.instances()
 	for _, in := range before[:3] {
 		w.removeInstance(in.ID)
 	}
 	removed := time.Now()
-	eventually(t, 10*time.Second, "the group back to 10", func() bool { return len(w.instances()) == 10 })
+	testwait.For(t, 10*time.Second, "the group back to 10", func() bool { return len(w.instances()) == 10 })
 	t.Logf("healed in %s", time.Since(removed).Round(time.Millisecond))
 	// The provider holds the new members before the pass that made them
 	// publishes its status, so the status is awaited, not read once.
-	eventually(t, 5*time.Second, "status desired 10 actual 10", func() bool {
+	testwait.For(t, 5*time.Second, "status desired 10 actual 10", func() bool {
 		g := r.group()
 		return g.Desired == 10 && g.Actual == 10
 	})
-	eventually(t, 5*time.Second, "three replaced events", func() bool {
+	testwait.For(t, 5*time.Second, "three replaced events", func() bool {
 		return countEvents(r.events(), status.EventReplaced, string(status.ReasonVanished)) == 3
 	})
 	// The state records the new members.
-	eventually(t, 5*time.Second, "the state to record the members", func() bool {
+	testwait.For(t, 5*time.Second, "the state to record the members", func() bool {
 		recorded := w.readState().Groups["web"].Instances
 		ins := w.instances()
 		if len(recorded) != len(ins) {
@@ -71,13 +72,13 @@ func TestReplaceUnhealthy(t *testing.T) {
 	r := start(t, testOptions(w))
 	// (The quiet period, one interval, only delays the judgement: the
 	// grace counts from the first pass that sees the member unhealthy.)
-	eventually(t, 10*time.Second, "two passes", func() bool { return r.status().Passes > 1 })
+	testwait.For(t, 10*time.Second, "two passes", func() bool { return r.status().Passes > 1 })
 
 	victim := w.instances()[0].ID
 	w.setHealth(victim, "unhealthy")
 	marked := time.Now()
 	fewest := 4
-	eventually(t, 10*time.Second, "the unhealthy member replaced", func() bool {
+	testwait.For(t, 10*time.Second, "the unhealthy member replaced", func() bool {
 		ins := w.instances()
 		fewest = min(fewest, len(ins))
 		return len(ins) == 4 && !slices.ContainsFunc(ins, func(in record) bool { return in.ID == victim })
@@ -88,7 +89,7 @@ func TestReplaceUnhealthy(t *testing.T) {
 	if fewest < 4 {
 		t.Errorf("the group ran %d members while a member was replaced (size 4): the victim went before its replacement came", fewest)
 	}
-	eventually(t, 5*time.Second, "one replaced, one drained and one destroyed event for reason unhealthy", func() bool {
+	testwait.For(t, 5*time.Second, "one replaced, one drained and one destroyed event for reason unhealthy", func() bool {
 		evs := r.events()
 		return countEvents(evs, status.EventReplaced, string(group.ReasonUnhealthy)) == 1 &&
 			countEvents(evs, status.EventDrained, string(group.ReasonUnhealthy)) == 1 &&
@@ -122,7 +123,7 @@ func TestRollFromState(t *testing.T) {
   }`), "INFRAKIT_SIMULATOR_PROVISION_DELAY=300ms")
 	w.apply()
 	r := start(t, testOptions(w))
-	eventually(t, 10*time.Second, "six running", func() bool {
+	testwait.For(t, 10*time.Second, "six running", func() bool {
 		for _, in := range w.instances() {
 			if in.PendingUntil != nil && time.Now().Before(*in.PendingUntil) {
 				return false
@@ -171,7 +172,7 @@ func TestRollFromState(t *testing.T) {
 	if maxTotal > 8 || maxPending > 2 {
 		t.Errorf("at one observation %d instances, %d starting (max_parallel 2 over 6)", maxTotal, maxPending)
 	}
-	eventually(t, 5*time.Second, "roll-done", func() bool { return countEvents(r.events(), status.EventRollDone, "") == 1 })
+	testwait.For(t, 5*time.Second, "roll-done", func() bool { return countEvents(r.events(), status.EventRollDone, "") == 1 })
 	evs := r.events()
 	if n := countEvents(evs, status.EventReplaced, string(group.ReasonRollingUpdate)); n != 6 {
 		t.Errorf("%d replaced events for rolling-update, want 6", n)
@@ -179,7 +180,7 @@ func TestRollFromState(t *testing.T) {
 	if n := countEvents(evs, status.EventRollStarted, ""); n != 1 {
 		t.Errorf("%d roll-started events, want 1", n)
 	}
-	eventually(t, 5*time.Second, "no outdated or in-flight members in the status", func() bool {
+	testwait.For(t, 5*time.Second, "no outdated or in-flight members in the status", func() bool {
 		g := r.group()
 		return g.Rolling.Outdated == 0 && g.Rolling.InFlight == 0
 	})
@@ -196,7 +197,7 @@ func TestResizeWithRoll(t *testing.T) {
   }`))
 	w.apply()
 	r := start(t, testOptions(w))
-	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+	testwait.For(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 
 	resize := func(size int, note string) {
 		w.editState(func(doc *state.Document) {
@@ -205,7 +206,7 @@ func TestResizeWithRoll(t *testing.T) {
 			g.Instance.Properties = json.RawMessage(`{"note":"` + note + `"}`)
 		})
 		hash := w.readState().Stack.Group("web").ConfigHash()
-		eventually(t, 20*time.Second, "converged", func() bool {
+		testwait.For(t, 20*time.Second, "converged", func() bool {
 			ins := w.instances()
 			for _, in := range ins {
 				if in.Tags["infrakit.config.hash"] != hash {
@@ -245,7 +246,7 @@ func TestStopUpdate(t *testing.T) {
   }`), "INFRAKIT_SIMULATOR_PROVISION_DELAY=500ms")
 	w.apply()
 	r := start(t, testOptions(w))
-	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+	testwait.For(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 	w.editState(func(doc *state.Document) {
 		doc.Stack.Group("web").Instance.Properties = json.RawMessage(`{"note":"new"}`)
 	})
@@ -259,9 +260,9 @@ func TestStopUpdate(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, 10*time.Second, "the first replacement", func() bool { return current() >= 1 })
+	testwait.For(t, 10*time.Second, "the first replacement", func() bool { return current() >= 1 })
 	w.editState(func(doc *state.Document) { doc.Group("web").UpdateStopped = true })
-	eventually(t, 5*time.Second, "the roll stopped", func() bool {
+	testwait.For(t, 5*time.Second, "the roll stopped", func() bool {
 		g := r.group()
 		return g.Rolling.Stopped && g.Rolling.InFlight == 0
 	})
@@ -284,7 +285,7 @@ func TestStopUpdate(t *testing.T) {
 	}
 	// The next apply (here: clearing the mark) resumes.
 	w.editState(func(doc *state.Document) { doc.Group("web").UpdateStopped = false })
-	eventually(t, 20*time.Second, "the roll done", func() bool { return current() == 4 && len(w.instances()) == 4 })
+	testwait.For(t, 20*time.Second, "the roll done", func() bool { return current() == 4 && len(w.instances()) == 4 })
 }
 
 // A provider slow to start instances (2s pending) never makes the group
@@ -295,7 +296,7 @@ func TestSlowProvisionNeverAboveSize(t *testing.T) {
 	w := newWorkdir(t, stackOf(6, "a", "vanilla", ""), "INFRAKIT_SIMULATOR_PROVISION_DELAY=2s")
 	w.apply()
 	r := start(t, testOptions(w))
-	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+	testwait.For(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 	for _, in := range w.instances()[:2] {
 		w.removeInstance(in.ID)
 	}
@@ -320,7 +321,7 @@ func TestProviderKilled(t *testing.T) {
 	w.apply()
 	r := start(t, testOptions(w))
 	var pid int
-	eventually(t, 10*time.Second, "the simulator's pid in the status", func() bool {
+	testwait.For(t, 10*time.Second, "the simulator's pid in the status", func() bool {
 		for _, p := range r.status().Providers {
 			if p.Key == "simulator" && p.PID != 0 {
 				pid = p.PID
@@ -332,7 +333,7 @@ func TestProviderKilled(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the simulator relaunched", func() bool {
+	testwait.For(t, 15*time.Second, "the simulator relaunched", func() bool {
 		for _, p := range r.status().Providers {
 			if p.Key == "simulator" && p.Restarts >= 1 && p.PID != 0 && p.PID != pid {
 				return true
@@ -342,10 +343,10 @@ func TestProviderKilled(t *testing.T) {
 	})
 	// A pass lists every instance first (see the e2e test of the same).
 	passes := r.status().Passes
-	eventually(t, 10*time.Second, "a pass after the relaunch", func() bool { return r.status().Passes > passes+1 })
+	testwait.For(t, 10*time.Second, "a pass after the relaunch", func() bool { return r.status().Passes > passes+1 })
 	passes = r.status().Passes
 	w.removeInstance(w.instances()[0].ID)
-	eventually(t, 10*time.Second, "healing after the relaunch", func() bool {
+	testwait.For(t, 10*time.Second, "healing after the relaunch", func() bool {
 		return len(w.instances()) == 3 && r.status().Passes > passes
 	})
 	if countEvents(r.events(), status.EventProviderRestart, "") < 1 {
@@ -381,14 +382,14 @@ func TestStopRecordsState(t *testing.T) {
 	w := newWorkdir(t, stackOf(3, "a", "vanilla", ""))
 	w.apply()
 	r := start(t, testOptions(w))
-	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+	testwait.For(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 	// Grow the group through the state and stop at once: what the pass
 	// created before stopping is recorded.
 	w.editState(func(doc *state.Document) {
 		n := 30
 		doc.Stack.Group("web").Size = &n
 	})
-	eventually(t, 10*time.Second, "creates under way", func() bool { return len(w.instances()) > 3 })
+	testwait.For(t, 10*time.Second, "creates under way", func() bool { return len(w.instances()) > 3 })
 	begin := time.Now()
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
@@ -415,10 +416,10 @@ func TestFollowsTheState(t *testing.T) {
 	w := newWorkdir(t, stackOf(2, "a", "vanilla", ""))
 	w.apply()
 	r := start(t, testOptions(w))
-	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+	testwait.For(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 	w.writeStack(stackOf(5, "a", "vanilla", ""))
 	w.apply() // takes the lock between passes, then watch re-reads the state
-	eventually(t, 10*time.Second, "status desired 5", func() bool { return r.group().Desired == 5 })
+	testwait.For(t, 10*time.Second, "status desired 5", func() bool { return r.group().Desired == 5 })
 	morePasses(t, r, 3)
 	if n := len(w.instances()); n != 5 {
 		t.Fatalf("%d instances after apply to 5 with watch running", n)
@@ -427,7 +428,7 @@ func TestFollowsTheState(t *testing.T) {
 		n := 1
 		doc.Stack.Group("web").Size = &n
 	})
-	eventually(t, 10*time.Second, "scaled to 1", func() bool { return len(w.instances()) == 1 })
+	testwait.For(t, 10*time.Second, "scaled to 1", func() bool { return len(w.instances()) == 1 })
 }
 
 // SIGHUP with stack files that do not load keeps the applied stack and
@@ -440,7 +441,7 @@ func TestReload(t *testing.T) {
 	reload := make(chan struct{})
 	opts.Reload = reload
 	r := start(t, opts)
-	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+	testwait.For(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 
 	lastReload := func() string {
 		msg := ""
@@ -453,7 +454,7 @@ func TestReload(t *testing.T) {
 	}
 	w.writeStack("group {")
 	reload <- struct{}{}
-	eventually(t, 10*time.Second, "a reload event", func() bool { return lastReload() != "" })
+	testwait.For(t, 10*time.Second, "a reload event", func() bool { return lastReload() != "" })
 	if msg := lastReload(); !strings.Contains(msg, "do not load") {
 		t.Errorf("reload of broken files: %q", msg)
 	}
@@ -464,7 +465,7 @@ func TestReload(t *testing.T) {
 
 	w.writeStack(stackOf(3, "a", "vanilla", ""))
 	reload <- struct{}{}
-	eventually(t, 10*time.Second, "a second reload event", func() bool { return strings.Contains(lastReload(), "differ") })
+	testwait.For(t, 10*time.Second, "a second reload event", func() bool { return strings.Contains(lastReload(), "differ") })
 	if n := len(w.instances()); n != 2 {
 		t.Errorf("reload applied the files: %d instances", n)
 	}
@@ -481,7 +482,7 @@ func TestRollReplanned(t *testing.T) {
   }`), "INFRAKIT_SIMULATOR_PROVISION_DELAY=300ms")
 	w.apply()
 	r := start(t, testOptions(w))
-	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+	testwait.For(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 	note := func(n string) string {
 		w.editState(func(doc *state.Document) {
 			doc.Stack.Group("web").Instance.Properties = json.RawMessage(`{"note":"` + n + `"}`)
@@ -498,9 +499,9 @@ func TestRollReplanned(t *testing.T) {
 		return n
 	}
 	v2 := note("v2")
-	eventually(t, 10*time.Second, "the first v2 replacement", func() bool { return count(v2) >= 1 })
+	testwait.For(t, 10*time.Second, "the first v2 replacement", func() bool { return count(v2) >= 1 })
 	v3 := note("v3")
-	eventually(t, 30*time.Second, "every member on v3", func() bool { return count(v3) == 4 && len(w.instances()) == 4 })
+	testwait.For(t, 30*time.Second, "every member on v3", func() bool { return count(v3) == 4 && len(w.instances()) == 4 })
 	evs := r.events()
 	if countEvents(evs, status.EventRollStopped, "") < 1 || countEvents(evs, status.EventRollStarted, "") < 2 {
 		t.Errorf("want the roll stopped and started again; events %+v", evs)
@@ -517,9 +518,9 @@ func TestFreedGroupSkipped(t *testing.T) {
 	w := newWorkdir(t, stackOf(3, "a", "vanilla", ""))
 	w.apply()
 	r := start(t, testOptions(w))
-	eventually(t, 10*time.Second, "the group in the status", func() bool { return r.group().Name == "web" })
+	testwait.For(t, 10*time.Second, "the group in the status", func() bool { return r.group().Name == "web" })
 	w.editState(func(doc *state.Document) { doc.Group("web").Freed = true })
-	eventually(t, 5*time.Second, "the group gone from the status", func() bool { return len(r.status().Groups) == 0 })
+	testwait.For(t, 5*time.Second, "the group gone from the status", func() bool { return len(r.status().Groups) == 0 })
 	w.removeInstance(w.instances()[0].ID)
 	time.Sleep(1500 * time.Millisecond)
 	if n := len(w.instances()); n != 2 {
@@ -582,7 +583,7 @@ func TestFollowersSynced(t *testing.T) {
 	w := newWorkdir(t, followerStack)
 	w.apply()
 	r := start(t, testOptions(w))
-	eventually(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
+	testwait.For(t, 10*time.Second, "the first pass", func() bool { return r.status().Passes > 0 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -616,15 +617,15 @@ func TestFollowersSynced(t *testing.T) {
 		}
 		return true
 	}
-	eventually(t, 10*time.Second, "backends and authorizations equal to the members", following)
+	testwait.For(t, 10*time.Second, "backends and authorizations equal to the members", following)
 
 	gone := w.instances()[0].ID
 	w.removeInstance(gone)
-	eventually(t, 10*time.Second, "the group healed", func() bool {
+	testwait.For(t, 10*time.Second, "the group healed", func() bool {
 		ins := w.instances()
 		return len(ins) == 3 && !slices.ContainsFunc(ins, func(in record) bool { return in.ID == gone })
 	})
-	eventually(t, 10*time.Second, "backends and authorizations following the new member", following)
+	testwait.For(t, 10*time.Second, "backends and authorizations following the new member", following)
 	if countEvents(r.events(), EventSynced, "") == 0 {
 		t.Error("no synced event")
 	}

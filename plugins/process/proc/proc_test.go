@@ -18,6 +18,8 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
+
+	"github.com/infrakit/infrakit/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -145,10 +147,10 @@ func TestZombieIsExited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "the child to become a zombie", func() bool {
 		s, err := ReadStat(id.PID)
 		return err == nil && s.State == 'Z'
-	}, "the child to become a zombie")
+	})
 	if st, err := id.Check(); err != nil || st != Exited {
 		t.Fatalf("Check(zombie) = %v, %v; want exited", st, err)
 	}
@@ -212,7 +214,7 @@ func TestWatchExit(t *testing.T) {
 	t.Run("AlreadyExited", func(t *testing.T) {
 		cmd := start(t, "/bin/sh", "-c", "exit 0")
 		id := identify(t, cmd.Process.Pid)
-		eventually(t, 5*time.Second, func() bool { st, _ := id.Check(); return st == Exited }, "the child to exit")
+		testwait.For(t, 5*time.Second, "the child to exit", func() bool { st, _ := id.Check(); return st == Exited })
 		// Either refused as not running, or ready at once: both say "exited".
 		w, err := WatchExit(id)
 		if err != nil {
@@ -251,7 +253,7 @@ func TestSignalGroup(t *testing.T) {
 			t.Fatalf("SignalGroup = %v, %v; want signalled", ok, err)
 		}
 		go func() { _ = cmd.Wait() }() // reap the leader
-		eventually(t, 5*time.Second, func() bool { gone, _ := GroupGone(id); return gone }, "the group to end")
+		testwait.For(t, 5*time.Second, "the group to end", func() bool { gone, _ := GroupGone(id); return gone })
 		if s, err := ReadStat(child); err == nil && !s.Exited() {
 			t.Fatalf("grandchild %d still runs: %+v", child, s)
 		}
@@ -284,7 +286,7 @@ func TestSignalGroup(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("SignalGroup(leaderless group) = %v, %v; want signalled", ok, err)
 		}
-		eventually(t, 5*time.Second, func() bool { gone, _ := GroupGone(id); return gone }, "the member to die")
+		testwait.For(t, 5*time.Second, "the member to die", func() bool { gone, _ := GroupGone(id); return gone })
 	})
 	t.Run("Gone", func(t *testing.T) {
 		cmd := startGroup(t, "/bin/sh", "-c", "exit 0")
@@ -340,24 +342,13 @@ func identify(t *testing.T, pid int) Identity {
 func readPID(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	eventually(t, 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "the pid file "+path, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false
 		}
 		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
-	}, "the pid file "+path)
+	})
 	return pid
-}
-
-func eventually(t *testing.T, within time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/plugins/process/proc"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/providertest"
@@ -194,15 +195,6 @@ func awaitEvent(t *testing.T, events <-chan instance.Event, within time.Duration
 	}
 }
 
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-	}
-}
-
 // running reports whether pid is a live process (not a zombie).
 func running(pid int) bool {
 	s, err := proc.ReadStat(pid)
@@ -212,7 +204,7 @@ func running(pid int) bool {
 func readPIDFile(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	eventually(t, 5*time.Second, "pid file "+path, func() bool {
+	testwait.For(t, 5*time.Second, "pid file "+path, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/plugins/process/proc"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/provider"
@@ -327,8 +328,8 @@ func TestExitKillsTheRest(t *testing.T) {
 		"ports":   portRange(),
 	})})
 	grandchild := readPIDFile(t, filepath.Join(dir, "grandchild"))
-	eventually(t, 5*time.Second, "the leftover grandchild to be killed", func() bool { return !running(grandchild) })
-	eventually(t, 2*time.Second, "the instance to be gone", func() bool { return len(describe(t, p, nil)) == 0 })
+	testwait.For(t, 5*time.Second, "the leftover grandchild to be killed", func() bool { return !running(grandchild) })
+	testwait.For(t, 2*time.Second, "the instance to be gone", func() bool { return len(describe(t, p, nil)) == 0 })
 	if _, found, _ := (store{dir: dir}).read(id); found {
 		t.Fatal("record kept")
 	}
@@ -386,7 +387,7 @@ func TestEnvironmentAndDir(t *testing.T) {
 		Init:      "echo init",
 	})
 	var env string
-	eventually(t, 5*time.Second, "env.txt", func() bool {
+	testwait.For(t, 5*time.Second, "env.txt", func() bool {
 		b, err := os.ReadFile(filepath.Join(dir, "work", "env.txt"))
 		env = string(b)
 		return err == nil && strings.Contains(env, "PORT=")
