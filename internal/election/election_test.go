@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
+	"github.com/infrakit/infrakit/internal/testwait"
 )
 
 func TestMarginAndTTL(t *testing.T) {
@@ -352,8 +353,14 @@ func TestCampaignCancelledCutOff(t *testing.T) {
 	}
 	defer a.Resign(ctx)
 	wait, cancel := context.WithCancel(ctx)
-	b := campaign(wait, newElection(t, newClient(t, proxy.Endpoint())), "b")
-	time.Sleep(300 * time.Millisecond) // b's key is in, b waits
+	eb := newElection(t, newClient(t, proxy.Endpoint()))
+	b := campaign(wait, eb, "b")
+	// b waits once its key is in, beside a's.
+	direct := newClient(t)
+	testwait.For(t, 10*time.Second, "b's key beside a's", func() bool {
+		resp, err := direct.Get(ctx, eb.Key()+"/", clientv3.WithPrefix())
+		return err == nil && len(resp.Kvs) == 2
+	})
 	proxy.Cut()
 	cancel()
 	select {

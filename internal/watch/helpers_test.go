@@ -118,14 +118,15 @@ func TestDrain(t *testing.T) {
 		events <- instance.Event{Type: instance.EventGone}
 	}
 	bursts := 0
+	burst := make(chan struct{}, 3)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		drain(context.Background(), events, func() { bursts++ })
+		drain(context.Background(), events, func() { bursts++; burst <- struct{}{} })
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-burst // the five queued events were one burst
 	events <- instance.Event{Type: instance.EventChanged}
-	time.Sleep(50 * time.Millisecond)
+	<-burst // and the one sent after it another
 	close(events)
 	<-done
 	if bursts != 2 {

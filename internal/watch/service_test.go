@@ -522,7 +522,7 @@ func TestFreedGroupSkipped(t *testing.T) {
 	w.editState(func(doc *state.Document) { doc.Group("web").Freed = true })
 	testwait.For(t, 5*time.Second, "the group gone from the status", func() bool { return len(r.status().Groups) == 0 })
 	w.removeInstance(w.instances()[0].ID)
-	time.Sleep(1500 * time.Millisecond)
+	morePasses(t, r, 3) // passes that would have healed a managed group
 	if n := len(w.instances()); n != 2 {
 		t.Fatalf("a freed group was healed: %d instances", n)
 	}
