@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/infrakit/infrakit/plugins/docker/dockertest"
 	"github.com/infrakit/infrakit/sdk/providertest"
 )
 
@@ -25,13 +26,13 @@ func TestConformance(t *testing.T) {
 				Valid: json.RawMessage(fmt.Sprintf(`{
 					"image": %q,
 					"env": {"PORT": "8080"},
-					"labels": {"com.example.suite": "providertest"},
+					"labels": {%q: %q},
 					"network": "none",
 					"ports": ["8080"],
 					"memory": "32m",
 					"cpus": 0.5,
 					"stop_timeout": "2s"
-				}`, image)),
+				}`, image, suiteLabel, dockertest.RunLabel())),
 				Invalid: []providertest.Invalid{
 					{Properties: json.RawMessage(`{"env": {"PORT": "8080"}}`), Path: []string{"image"}},
 					{Properties: json.RawMessage(`{"image": 3}`), Path: []string{"image"}},

@@ -17,6 +17,10 @@ import (
 // The tests build the provider once and the web image (FROM scratch, see
 // testdata/docker) once; image is "" when Docker is not usable here, and
 // skipReason says why.
+// suiteLabel is the label the conformance suite's containers get from their
+// properties, valued dockertest.RunLabel().
+const suiteLabel = "com.example.suite"
+
 var (
 	builder    *providertest.Builder
 	client     *engine.Client
@@ -35,7 +39,7 @@ func TestMain(m *testing.M) {
 		}
 		defer c.Close()
 		client = c
-		tag := dockertest.WebImage + ":conformance-test"
+		tag := dockertest.Tag("conformance")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		if err := dockertest.BuildWebImage(ctx, c, tag); err != nil {
@@ -46,8 +50,9 @@ func TestMain(m *testing.M) {
 		code := m.Run()
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
-		// The suite tags everything it makes with providertest.run.
-		if n, err := dockertest.RemoveLabelled(cctx, c, providertest.TagRun); err != nil || n > 0 {
+		// The suite's containers carry this process's suite label (other
+		// runs beside this one, on the same Docker, carry theirs).
+		if n, err := dockertest.RemoveLabelled(cctx, c, suiteLabel+"="+dockertest.RunLabel()); err != nil || n > 0 {
 			fmt.Fprintf(os.Stderr, "removed %d containers the suite left behind (%v)\n", n, err)
 			if code == 0 {
 				code = 1

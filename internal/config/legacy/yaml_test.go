@@ -117,7 +117,7 @@ func yamlValue(depth int) *rapid.Generator[any] {
 		case 4:
 			return rapid.SliceOfN(yamlValue(depth-1), 0, 4).Draw(t, "list")
 		default:
-			return rapid.MapOfN(rapid.StringN(1, 8, -1), yamlValue(depth-1), 0, 4).Draw(t, "map")
+			return rapid.MapOfN(yamlKey(), yamlValue(depth-1), 0, 4).Draw(t, "map")
 		}
 	})
 }
@@ -170,11 +170,17 @@ func normalYAML(v any) any {
 	return v
 }
 
+// yamlKey draws a mapping key. Not "<<": the tree refuses YAML merge keys
+// on purpose (specifications write their fields out), where yaml.v3 merges.
+func yamlKey() *rapid.Generator[string] {
+	return rapid.StringN(1, 8, -1).Filter(func(k string) bool { return k != "<<" })
+}
+
 // TestParseYAMLAgreesWithYAMLv3: whatever yaml.v3 writes, the tree reads
 // as yaml.v3 itself reads it.
 func TestParseYAMLAgreesWithYAMLv3(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		v := rapid.MapOfN(rapid.StringN(1, 8, -1), yamlValue(2), 1, 4).Draw(t, "doc")
+		v := rapid.MapOfN(yamlKey(), yamlValue(2), 1, 4).Draw(t, "doc")
 		src, err := yaml.Marshal(yamlOut(v))
 		if err != nil {
 			t.Skip("yaml.v3 cannot write it")

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 		}
 		defer c.Close()
 		client = c
-		tag := dockertest.WebImage + ":container-test"
+		tag := dockertest.Tag("container")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		if err := dockertest.BuildWebImage(ctx, c, tag); err != nil {

@@ -25,6 +25,16 @@ import (
 // the image from under another running at the same time.
 const WebImage = "infrakit-docker-web"
 
+// Tag is this test process's tag of the web image for purpose
+// ("conformance", "engine"): a tag names one image, so two test runs
+// beside each other (two checkouts, one Docker) that shared one would
+// remove or replace each other's.
+func Tag(purpose string) string { return fmt.Sprintf("%s:%s-test-%d", WebImage, purpose, os.Getpid()) }
+
+// RunLabel is a label value naming this test process, for cleanups that
+// must remove only what this run made.
+func RunLabel() string { return fmt.Sprintf("run-%d", os.Getpid()) }
+
 // Client returns an Engine client for $DOCKER_HOST (default the local
 // socket), or an error saying why Docker cannot be used here: tests skip
 // with it.

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		}
 		defer c.Close()
 		client = c
-		tag := dockertest.WebImage + ":engine-test"
+		tag := dockertest.Tag("engine")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		if err := dockertest.BuildWebImage(ctx, c, tag); err != nil {
