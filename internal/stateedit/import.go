@@ -25,8 +25,8 @@ type ImportRequest struct {
 }
 
 // Import adopts existing instances into a group: each is relabeled with
-// the group's tags (infrakit.stack and infrakit.group, and the logical ID
-// of a pet), so the next plan counts it as a member; when the state holds
+// the group's tags (its tags attribute, infrakit.stack and infrakit.group,
+// and the logical ID of a pet), so the next plan counts it as a member; when the state holds
 // the group, its record gains the instance at once.
 //
 // Refused, naming every offending ID: an ID the provider does not list, an
@@ -76,7 +76,12 @@ func Import(doc *state.Document, r ImportRequest) (*Edit, error) {
 			problems = append(problems, fmt.Sprintf("%q: it belongs to %s (tag %s); release it there first (\"infrakit state rm\" in that stack's directory)", id, owner, tags.Group))
 			continue
 		}
-		set := map[string]string{tags.Stack: r.Stack, tags.Group: r.Group.Name}
+		// The group's own tags too, as its members are provisioned with.
+		set := maps.Clone(r.Group.Tags)
+		if set == nil {
+			set = map[string]string{}
+		}
+		set[tags.Stack], set[tags.Group] = r.Stack, r.Group.Name
 		if len(r.Group.LogicalIDs) > 0 {
 			l := logicalID(d)
 			switch {
