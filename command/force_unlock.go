@@ -97,7 +97,9 @@ func holderPhrase(req state.UnlockRequest, local bool) string {
 }
 
 // Synopsis is the one-line description in `infrakit -help`.
-func (c *ForceUnlockCommand) Synopsis() string { return "Release a state lock left by a process that died" }
+func (c *ForceUnlockCommand) Synopsis() string {
+	return "Release a state lock left by a process that died"
+}
 
 // Help is the text of `infrakit force-unlock -help`.
 func (c *ForceUnlockCommand) Help() string {

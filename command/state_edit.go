@@ -116,7 +116,9 @@ func (c *StateMoveCommand) Run(args []string) int {
 }
 
 // Synopsis is the one-line description in `infrakit state -help`.
-func (c *StateMoveCommand) Synopsis() string { return "Rename an object, or move a member to another group" }
+func (c *StateMoveCommand) Synopsis() string {
+	return "Rename an object, or move a member to another group"
+}
 
 // Help is the text of `infrakit state mv -help`.
 func (c *StateMoveCommand) Help() string {
