@@ -21,7 +21,6 @@ type ForceUnlockCommand struct {
 func (c *ForceUnlockCommand) Run(args []string) int {
 	fs := c.FlagSet("force-unlock")
 	force := fs.Bool("force", false, "do not ask for confirmation; break the lock even if its holder runs on this host")
-	files := flagStackFiles(fs)
 	positional, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -32,7 +31,7 @@ func (c *ForceUnlockCommand) Run(args []string) int {
 		return cli.RunResultHelp
 	}
 	id := positional[0]
-	r, err := c.stateRunner("force-unlock", *files, 0)
+	r, err := c.stateRunner("force-unlock", nil, 0)
 	if err != nil {
 		c.showError("Error unlocking the state", err)
 		return 1
@@ -126,8 +125,5 @@ Options:
 
   -force              Do not ask for confirmation, and break the lock even
                       when its holder runs on this host.
-
-  -f FILE             Accepted, as by every command that reads the stack;
-                      force-unlock reads no stack file. Repeatable.
 `)
 }

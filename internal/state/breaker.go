@@ -73,7 +73,7 @@ func CheckForceUnlock(r UnlockRequest) error {
 	st := r.Status
 	switch {
 	case !st.Known && !st.Held:
-		return fmt.Errorf("the state is not locked, so there is no lock %s to unlock: %w", r.ID, ErrNoSuchLock)
+		return fmt.Errorf("the state is not locked, so there is no lock %s to unlock (a local lock whose holder died ended with its process): %w", r.ID, ErrNoSuchLock)
 	case !st.Known:
 		return fmt.Errorf("the state lock is held by a holder that recorded no info (it may be taking the lock right now); try again: %w", ErrNoSuchLock)
 	case st.Holder.ID != r.ID:
