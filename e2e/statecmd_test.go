@@ -282,3 +282,59 @@ func TestForceUnlockEtcdAfterSIGKILL(t *testing.T) {
 		t.Fatalf("took %s: the lease could have expired by itself", d)
 	}
 }
+
+// A group renamed in the stack files is renamed in the state with
+// `state mv`, members, followers and all: the plan is empty again. `state
+// rm` of the group then forgets it: its instances stay, and the next plan
+// creates the group anew.
+func TestStateMoveRenamedGroupThenRemove(t *testing.T) {
+	w := newWorkdir(t)
+	w.copyStack("testdata/e2e")
+	w.init()
+	w.ok("apply", "-auto-approve")
+	data, err := os.ReadFile(filepath.Join(w.dir, "stack.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := strings.NewReplacer(`group "miners"`, `group "diggers"`, "group.miners", "group.diggers").Replace(string(data))
+	w.writeFile("stack.hcl", renamed)
+	if p := w.plan(); p["diggers"] == "none" || p["diggers"] == "" {
+		t.Fatalf("the plan of the renamed group before state mv: %v", p)
+	}
+	old := w.groups()["miners"].ids()
+
+	w.ok("state", "mv", "group.miners", "group.diggers")
+	if res := w.ok("plan", "-no-color"); !strings.Contains(res.stdout, "No changes.") {
+		t.Fatalf("plan after state mv of the renamed group:\n%s", res)
+	}
+	if got := w.groups()["diggers"].ids(); !slices.Equal(got, old) {
+		t.Fatalf("diggers after mv: %v, want the miners %v", got, old)
+	}
+
+	w.ok("state", "rm", "group.diggers")
+	if strings.Contains(w.ok("state", "list").stdout, "group.diggers") {
+		t.Fatal("state list still shows group.diggers")
+	}
+	sim := w.simulatorInstances("compute")
+	for _, id := range old {
+		if !slices.Contains(sim, id) {
+			t.Fatalf("state rm of the group destroyed %s", id)
+		}
+	}
+	var p planJSON
+	if err := json.Unmarshal([]byte(w.ok("plan", "-json").stdout), &p); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, g := range p.Groups {
+		if g.Group == "diggers" {
+			found = true
+			if g.Before != 0 || g.After != 5 {
+				t.Fatalf("plan after state rm of the group: diggers %d -> %d, want 0 -> 5 (its old members released)", g.Before, g.After)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("plan after state rm of the group does not plan diggers: %+v", p)
+	}
+}

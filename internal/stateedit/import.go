@@ -69,11 +69,15 @@ func Import(doc *state.Document, r ImportRequest) (*Edit, error) {
 			already = append(already, string(id))
 			continue
 		case d.Tags[tags.Group] != "":
-			owner := fmt.Sprintf("group %q", d.Tags[tags.Group])
+			owner, how := fmt.Sprintf("group %q", d.Tags[tags.Group]), ""
 			if s := d.Tags[tags.Stack]; s != r.Stack {
 				owner += fmt.Sprintf(" of stack %q", s)
+				how = "release it there first (\"infrakit state rm\" in that stack's directory)"
+			} else {
+				from := Address{Kind: "group", Name: d.Tags[tags.Group], Instance: string(id)}
+				how = fmt.Sprintf("move it with \"infrakit state mv '%s' group.%s\"", from, r.Group.Name)
 			}
-			problems = append(problems, fmt.Sprintf("%q: it belongs to %s (tag %s); release it there first (\"infrakit state rm\" in that stack's directory)", id, owner, tags.Group))
+			problems = append(problems, fmt.Sprintf("%q: it belongs to %s (tag %s); %s", id, owner, tags.Group, how))
 			continue
 		}
 		// The group's own tags too, as its members are provisioned with.
