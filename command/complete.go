@@ -12,6 +12,7 @@ import (
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/stateedit"
 )
 
 // completing is a command with shell completion (mitchellh/cli's
@@ -83,6 +84,10 @@ func (c completing) AutocompleteArgs() complete.Predictor {
 	switch {
 	case c.name == "fmt" || c.name == "convert" || c.name == "plugins install" || c.name == "apply":
 		return complete.PredictFiles("*")
+	case c.name == "state show" || c.name == "state rm" || c.name == "state mv" || c.name == "state list":
+		return c.stateAddresses(false)
+	case c.name == "import":
+		return c.stateAddresses(true)
 	case first == "group" && c.name != "group":
 		return c.stateNames(func(st *config.Stack) []string {
 			return names(st.Groups, func(g *config.Group) string { return g.Name })
@@ -120,6 +125,31 @@ func (c completing) stateNames(of func(*config.Stack) []string) complete.Predict
 			return nil
 		}
 		return of(doc.Stack)
+	})
+}
+
+// stateAddresses predicts the addresses the state holds (`state list`), or
+// only its groups' (for import), read as stateNames reads names.
+func (c completing) stateAddresses(groupsOnly bool) complete.Predictor {
+	return complete.PredictFunc(func(complete.Args) []string {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		r, err := operation.New(ctx, operation.Options{WorkDir: c.meta.WorkDir})
+		if err != nil {
+			return nil
+		}
+		defer r.Close()
+		doc, err := r.State(ctx)
+		if err != nil {
+			return nil
+		}
+		var out []string
+		for _, a := range stateedit.List(doc) {
+			if !groupsOnly || (a.Kind == "group" && !a.IsInstance()) {
+				out = append(out, a.String())
+			}
+		}
+		return out
 	})
 }
 

@@ -33,6 +33,9 @@ func TestShellCompletion(t *testing.T) {
 		{"infrakit lb backends ls ", []string{"lb1", "lb2", "lb3"}},
 		{"infrakit ingress describe ", []string{"test.com"}},
 		{"infrakit enrollment free ", []string{"nfs"}},
+		{"infrakit import ", []string{"group.cattle", "group.miners"}},
+		{"infrakit state show ingr", []string{`ingress["test.com"]`}},
+		{"infrakit state rm enr", []string{"enrollment.nfs"}},
 	} {
 		got := complete(tt.line)
 		slices.Sort(got)

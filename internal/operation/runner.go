@@ -272,5 +272,9 @@ func lockHolder(e *state.LockedError) string {
 		return "held by an unknown holder"
 	}
 	h := e.Holder
-	return fmt.Sprintf("held by %q (pid %d on host %s) since %s", h.Operation, h.PID, h.Host, h.Since.UTC().Format(time.RFC3339))
+	msg := fmt.Sprintf("held by %q (pid %d on host %s) since %s", h.Operation, h.PID, h.Host, h.Since.UTC().Format(time.RFC3339))
+	if h.ID != "" {
+		msg += ", lock ID " + h.ID
+	}
+	return msg
 }

@@ -39,7 +39,7 @@ func checkLocked(t *testing.T, err error, op string, pid int, minWait time.Durat
 		t.Errorf("waited %v for a timeout of %v", le.Waited, minWait)
 	}
 	want := `^(write state: )?state locked by "` + regexp.QuoteMeta(op) + `" \(pid ` + strconv.Itoa(pid) + ` on host ` + regexp.QuoteMeta(host) +
-		`\) since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ; waited \d+(\.\d+)?m?s$`
+		`\) since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ; waited \d+(\.\d+)?m?s; lock ID ` + regexp.QuoteMeta(le.Holder.ID) + `$`
 	if !regexp.MustCompile(want).MatchString(err.Error()) {
 		t.Errorf("message %q does not match %q", err, want)
 	}
@@ -49,8 +49,8 @@ func checkLocked(t *testing.T, err error, op string, pid int, minWait time.Durat
 func TestLockedErrorMessage(t *testing.T) {
 	since := time.Date(2026, 11, 29, 18, 40, 0, 0, time.UTC)
 	e := &LockedError{State: "s", Known: true, Waited: 5*time.Second + 3*time.Millisecond, Cause: context.DeadlineExceeded,
-		Holder: LockInfo{Operation: "watch", PID: 1234, Host: "web1", Since: since.In(time.FixedZone("x", 3600))}}
-	if got, want := e.Error(), `state locked by "watch" (pid 1234 on host web1) since 2026-11-29T18:40:00Z; waited 5s`; got != want {
+		Holder: LockInfo{ID: "0b5e", Operation: "watch", PID: 1234, Host: "web1", Since: since.In(time.FixedZone("x", 3600))}}
+	if got, want := e.Error(), `state locked by "watch" (pid 1234 on host web1) since 2026-11-29T18:40:00Z; waited 5s; lock ID 0b5e`; got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	e.Known, e.Waited = false, 250*time.Millisecond

@@ -176,8 +176,13 @@ func (e *LockedError) Error() string {
 		return fmt.Sprintf("state %s locked by an unknown holder; waited %s", e.State, waited)
 	}
 	h := e.Holder
-	return fmt.Sprintf("state locked by %q (pid %d on host %s) since %s; waited %s",
+	msg := fmt.Sprintf("state locked by %q (pid %d on host %s) since %s; waited %s",
 		h.Operation, h.PID, h.Host, h.Since.UTC().Format(time.RFC3339), waited)
+	if h.ID != "" {
+		// The ID is what `infrakit force-unlock` takes.
+		msg += "; lock ID " + h.ID
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrLocked) work.

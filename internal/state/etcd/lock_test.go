@@ -230,3 +230,48 @@ func TestTwoProcessWriters(t *testing.T) {
 		}
 	}
 }
+
+// TestForceUnlockKilledHolder: a holder process that is SIGKILLed keeps the
+// lock until its lease expires (60s here); ForceUnlock of its ID frees it
+// at once, and one of another ID is refused.
+func TestForceUnlockKilledHolder(t *testing.T) {
+	ctx := ctxT(t)
+	b := newBackend(t)
+	h := startHelper(t, "hold", helperOpEnv+"=apply", helperTTLEnv+"=60s")
+	if got := h.line(t); got != "locked" {
+		t.Fatalf("helper said %q", got)
+	}
+	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.cmd.Wait()
+	st, err := b.LockStatus(ctx)
+	if err != nil || !st.Held || !st.Known || st.Holder.PID != h.cmd.Process.Pid || st.Holder.Operation != "apply" {
+		t.Fatalf("status after the holder was killed = %+v, %v; want it held by the helper", st, err)
+	}
+	if st.Expires <= 0 || st.Expires > time.Minute {
+		t.Errorf("lease expires in %s; the helper's TTL is 60s", st.Expires)
+	}
+	if err := state.CheckForceUnlock(state.UnlockRequest{Status: st, ID: st.Holder.ID, ThisHost: st.Holder.Host,
+		HolderAlive: state.Alive(st.Holder.PID)}); err != nil {
+		t.Fatalf("force-unlock of a dead holder refused: %v", err)
+	}
+	if _, err := b.ForceUnlock(ctx, "not-the-id"); !errors.Is(err, state.ErrNoSuchLock) {
+		t.Fatalf("ForceUnlock of another ID = %v, want ErrNoSuchLock", err)
+	}
+	res, err := b.ForceUnlock(ctx, st.Holder.ID)
+	if err != nil || !res.WasHeld {
+		t.Fatalf("ForceUnlock = %+v, %v", res, err)
+	}
+	// Taken at once, long before the lease would have expired: a done
+	// context takes only a free lock.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	unlock, err := b.Lock(done, state.LockInfo{Operation: "next"})
+	if err != nil {
+		t.Fatalf("Lock after ForceUnlock: %v", err)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+}
