@@ -33,7 +33,7 @@ func (c *WatchCommand) Run(args []string) int {
 	lockTimeout := FlagLockTimeout(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	brakeSettle := fs.Duration("brake-settle", heal.DefaultBrakeSettle, "how long the mass-failure brake holds after the world last changed")
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -62,6 +62,7 @@ func (c *WatchCommand) Run(args []string) int {
 	err = watch.Run(c.Context(), watch.Options{
 		WorkDir:     c.WorkDir,
 		ExtraFiles:  c.stackFilePaths(*files),
+		Inputs:      c.inputs(),
 		Interval:    *interval,
 		Listen:      *listen,
 		LockTimeout: *lockTimeout,
@@ -182,6 +183,17 @@ Options:
                       brake holds until a re-list at least D after the
                       world last changed confirms it, and after a release
                       replacements go at a bounded rate per D.
+
+  -var NAME=VALUE      Set the stack variable NAME. The text is the value
+                       of a string, number or bool variable, and an HCL
+                       expression (["a", "b"], { k = "v" }) for other
+                       types. Repeatable.
+
+  -var-file FILE       Read variable values from FILE: name = value lines
+                       in HCL, or a JSON object when FILE ends in .json.
+                       Repeatable. -var and -var-file apply in the order
+                       given, over INFRAKIT_VAR_NAME in the environment,
+                       infrakit.ivars and *.auto.ivars.
 
   -f FILE             Also read FILE as a stack file when the stack files
                       are read again (SIGHUP). Repeatable. Pass the files

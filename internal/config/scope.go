@@ -92,8 +92,11 @@ func (l *loader) localDeclared(name string) bool {
 // Observed is what outputs and the console see of the world: the members
 // of each group as the state records them after an apply.
 type Observed struct {
-	// Members are by group name; a group missing has no members known.
+	// Members are by group name; a group missing has none.
 	Members map[string][]ObservedMember
+	// Unknown are the groups whose members are not known yet: those a
+	// plan changes.
+	Unknown map[string]bool
 }
 
 // ObservedMember is one member of a group: group.NAME.members[*].
@@ -161,7 +164,7 @@ func groupValue(g *Group, obs *Observed) cty.Value {
 		size = cty.NumberIntVal(int64(*g.Size))
 	}
 	members := cty.UnknownVal(cty.List(observedMemberType))
-	if obs != nil {
+	if obs != nil && !obs.Unknown[g.Name] {
 		var elems []cty.Value
 		for _, m := range obs.Members[g.Name] {
 			lid := cty.NullVal(cty.String)
