@@ -170,7 +170,7 @@ func (c *EnrollmentFreeCommand) Synopsis() string { return "Stop syncing an enro
 // Help is the text of `infrakit enrollment free -help`.
 func (c *EnrollmentFreeCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] enrollment free NAME [-lock-timeout D] [-f FILE]...
+Usage: infrakit [global options] enrollment free NAME [-lock-timeout D] [-var NAME=VALUE]... [-var-file FILE]... [-f FILE]...
 
   Stops syncing enrollment NAME. Its authorizations are left as they are,
   unless the enrollment sets destroy_on_free = true: then they are

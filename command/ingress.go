@@ -161,7 +161,7 @@ func (c *IngressFreeCommand) Synopsis() string { return "Stop syncing an ingress
 // Help is the text of `infrakit ingress free -help`.
 func (c *IngressFreeCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] ingress free NAME [-lock-timeout D] [-f FILE]...
+Usage: infrakit [global options] ingress free NAME [-lock-timeout D] [-var NAME=VALUE]... [-var-file FILE]... [-f FILE]...
 
   Stops syncing ingress NAME: its routes and backends are left exactly as
   they are, and neither apply's group verbs nor watch change them. The
