@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/mitchellh/cli"
-
 )
 
 // DestroyCommand is `infrakit destroy`: it destroys every instance of every
