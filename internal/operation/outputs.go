@@ -27,8 +27,11 @@ func (r *Runner) recordOutputs(ctx context.Context, desired *config.Stack) error
 		return err
 	}
 	var vals map[string]config.OutputValue
+	refreshed := false
 	if desired != nil && len(desired.Outputs) > 0 {
-		vals, _ = desired.EvalOutputs(r.observedForOutputs(ctx, desired, doc))
+		obs := r.observedForOutputs(ctx, desired, doc)
+		refreshed = refreshMembers(doc, obs)
+		vals, _ = desired.EvalOutputs(obs)
 	}
 	for name, v := range vals {
 		if !v.Value.IsWhollyKnown() {
@@ -39,7 +42,7 @@ func (r *Runner) recordOutputs(ctx context.Context, desired *config.Stack) error
 		vals = nil
 	}
 	same, err := sameOutputs(doc.Outputs, vals)
-	if err != nil || same {
+	if err != nil || (same && !refreshed) {
 		return err
 	}
 	doc.Outputs = vals
@@ -78,6 +81,28 @@ func (r *Runner) observedForOutputs(ctx context.Context, desired *config.Stack, 
 		obs.Members[name] = ms
 	}
 	return obs
+}
+
+// refreshMembers copies the address and state observed into the state's
+// record of each member (recorded when it was created, before it ran), so
+// that the console and a later output see what the outputs saw. It adds
+// and removes no member: that is the executor's. It reports a change.
+func refreshMembers(doc *state.Document, obs *config.Observed) bool {
+	changed := false
+	for name, g := range doc.Groups {
+		seen := map[string]config.ObservedMember{}
+		for _, m := range obs.Members[name] {
+			seen[m.ID] = m
+		}
+		for i, in := range g.Instances {
+			m, ok := seen[in.ID]
+			if ok && (m.Address != in.Address || m.State != in.State) {
+				g.Instances[i].Address, g.Instances[i].State = m.Address, m.State
+				changed = true
+			}
+		}
+	}
+	return changed
 }
 
 // sameOutputs compares two sets of outputs by their JSON.
