@@ -52,6 +52,13 @@ func (c *ApplyCommand) Run(args []string) int {
 			c.Ui.Error("A saved plan holds its stack; -f cannot be used with a plan file.\n")
 			return cli.RunResultHelp
 		}
+		if c.hasVarFlags() {
+			// As Terraform: the plan was made with its variables' values,
+			// which it records; it is applied with those or not at all.
+			c.Ui.Error("Can't set variables when applying a saved plan: the plan holds the values it was made with. " +
+				"Make a new plan with these -var and -var-file flags instead.\n")
+			return cli.RunResultHelp
+		}
 	}
 	if *sf.jsonOut && !*autoApprove && planFile == "" {
 		c.Ui.Error("-json cannot ask for approval: use it with -auto-approve or a saved plan file.\n")
@@ -82,7 +89,7 @@ func (c *ApplyCommand) Run(args []string) int {
 			return 1
 		}
 		if !*sf.jsonOut {
-			if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color(*sf.noColor)}); err != nil {
+			if err := c.renderPlan(r, p, *sf.noColor); err != nil {
 				c.showError("Error writing the plan", err)
 				return 1
 			}
@@ -115,7 +122,13 @@ func (c *ApplyCommand) Run(args []string) int {
 		res, err = r.Apply(c.Context(), p)
 	}
 	progress.finish()
-	return c.reportApply("Apply", p, res, err, *sf.jsonOut)
+	code := c.reportApply("Apply", p, res, err, *sf.jsonOut)
+	if !*sf.jsonOut && res != nil {
+		if doc, err := r.State(c.Context()); err == nil {
+			c.writeOutputs(doc, p.Desired)
+		}
+	}
+	return code
 }
 
 func readPlan(path string) (*plan.Plan, error) {
@@ -500,6 +513,17 @@ Options:
                        refuses such a state: it is another stack's state,
                        copied from another directory, whose instances would
                        be taken for this one's.
+
+  -var NAME=VALUE      Set the stack variable NAME. The text is the value
+                       of a string, number or bool variable, and an HCL
+                       expression (["a", "b"], { k = "v" }) for other
+                       types. Repeatable.
+
+  -var-file FILE       Read variable values from FILE: name = value lines
+                       in HCL, or a JSON object when FILE ends in .json.
+                       Repeatable. -var and -var-file apply in the order
+                       given, over INFRAKIT_VAR_NAME in the environment,
+                       infrakit.ivars and *.auto.ivars.
 
   -f FILE              Also read FILE as a stack file. Repeatable.
 `)

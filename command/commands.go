@@ -60,6 +60,8 @@ func commandTable(meta Meta) map[string]cli.CommandFactory {
 		"plugins install":         func() (cli.Command, error) { return &PluginsInstallCommand{Meta: meta}, nil },
 		"plugins ls":              func() (cli.Command, error) { return &PluginsListCommand{Meta: meta}, nil },
 		"plugins rm":              func() (cli.Command, error) { return &PluginsRemoveCommand{Meta: meta}, nil },
+		"output":                  func() (cli.Command, error) { return &OutputCommand{Meta: meta}, nil },
+		"console":                 func() (cli.Command, error) { return &ConsoleCommand{Meta: meta}, nil },
 		"show":                    func() (cli.Command, error) { return &ShowCommand{Meta: meta}, nil },
 		"state":                   func() (cli.Command, error) { return &StateCommand{Meta: meta}, nil },
 		"state list":              func() (cli.Command, error) { return &StateListCommand{Meta: meta}, nil },

@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	"github.com/mitchellh/cli"
-
-	"github.com/infrakit/infrakit/internal/plan"
 )
 
 // DestroyCommand is `infrakit destroy`: it destroys every instance of every
@@ -55,7 +53,7 @@ func (c *DestroyCommand) Run(args []string) int {
 	if !*sf.jsonOut {
 		if !p.HasChanges() {
 			c.Ui.Output("No changes. No instances need to be destroyed.")
-		} else if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color(*sf.noColor)}); err != nil {
+		} else if err := c.renderPlan(r, p, *sf.noColor); err != nil {
 			c.showError("Error writing the plan", err)
 			return 1
 		}
@@ -104,6 +102,12 @@ Options:
   -no-color            Print without ANSI colors. Colors are also off when
                        NO_COLOR is set (to anything), TERM=dumb, or the
                        output is not a terminal.
+
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
 
   -f FILE              Accepted, as by every command that reads the stack;
                        destroy works from the state and reads no stack

@@ -44,7 +44,7 @@ type EnrollmentDescribeCommand struct{ Meta }
 func (c *EnrollmentDescribeCommand) Run(args []string) int {
 	fs := c.FlagSet("enrollment describe")
 	jsonOut := FlagJSON(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, ok := c.objectArgs("enrollment describe", "an enrollment", fs, args)
 	if !ok {
 		return cli.RunResultHelp
@@ -118,6 +118,12 @@ Options:
   -json    Print {"enrollment": NAME, "authorizations": [{"id", "source_id",
            "properties"}]}.
 
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
+
   -f FILE  Also read FILE as a stack file (repeatable): NAME is looked up
            in the applied stack, or else in the stack files.
 `)
@@ -130,7 +136,7 @@ type EnrollmentFreeCommand struct{ Meta }
 func (c *EnrollmentFreeCommand) Run(args []string) int {
 	fs := c.FlagSet("enrollment free")
 	lockTimeout := FlagLockTimeout(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, ok := c.objectArgs("enrollment free", "an enrollment", fs, args)
 	if !ok {
 		return cli.RunResultHelp
@@ -164,7 +170,7 @@ func (c *EnrollmentFreeCommand) Synopsis() string { return "Stop syncing an enro
 // Help is the text of `infrakit enrollment free -help`.
 func (c *EnrollmentFreeCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] enrollment free NAME [-lock-timeout D] [-f FILE]...
+Usage: infrakit [global options] enrollment free NAME [-lock-timeout D] [-var NAME=VALUE]... [-var-file FILE]... [-f FILE]...
 
   Stops syncing enrollment NAME. Its authorizations are left as they are,
   unless the enrollment sets destroy_on_free = true: then they are
@@ -180,7 +186,7 @@ func (c *EnrollmentDestroyCommand) Run(args []string) int {
 	fs := c.FlagSet("enrollment destroy")
 	autoApprove := fs.Bool("auto-approve", false, "destroy without asking")
 	lockTimeout := FlagLockTimeout(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, ok := c.objectArgs("enrollment destroy", "an enrollment", fs, args)
 	if !ok {
 		return cli.RunResultHelp
@@ -226,6 +232,12 @@ Usage: infrakit [global options] enrollment destroy NAME [-auto-approve] [-lock-
 Options:
 
   -auto-approve    Destroy without asking. Needed when stdin is not a terminal.
+
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
 
   -f FILE          Also read FILE as a stack file (repeatable): NAME is
                    looked up in the applied stack, or else in the stack files.

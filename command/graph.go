@@ -23,7 +23,7 @@ type GraphCommand struct {
 func (c *GraphCommand) Run(args []string) int {
 	fs := c.FlagSet("graph")
 	sf := &stackFlags{
-		files:       flagStackFiles(fs),
+		files:       flagStackInputs(fs),
 		parallelism: fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once"),
 		lockTimeout: FlagLockTimeout(fs),
 	}
@@ -166,6 +166,17 @@ Options:
                        (default 10).
 
   -lock-timeout D      How long to wait for the state lock (default 30s).
+
+  -var NAME=VALUE      Set the stack variable NAME. The text is the value
+                       of a string, number or bool variable, and an HCL
+                       expression (["a", "b"], { k = "v" }) for other
+                       types. Repeatable.
+
+  -var-file FILE       Read variable values from FILE: name = value lines
+                       in HCL, or a JSON object when FILE ends in .json.
+                       Repeatable. -var and -var-file apply in the order
+                       given, over INFRAKIT_VAR_NAME in the environment,
+                       infrakit.ivars and *.auto.ivars.
 
   -f FILE              Also read FILE as a stack file. Repeatable.
 `)

@@ -241,6 +241,7 @@ func (m *Meta) groupRunner(o groupRunnerOptions) (*operation.Runner, error) {
 	return operation.New(m.Context(), operation.Options{
 		WorkDir:     m.WorkDir,
 		ExtraFiles:  m.stackFilePaths(o.files),
+		Inputs:      m.inputs(),
 		Logger:      m.Logger.Named(strings.ReplaceAll(o.operation, " ", "-")),
 		Parallelism: o.parallelism,
 		LockTimeout: o.lockTimeout,
@@ -343,7 +344,7 @@ type GroupListCommand struct {
 func (c *GroupListCommand) Run(args []string) int {
 	fs := c.FlagSet("group ls")
 	jsonOut := FlagJSON(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	names, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -425,6 +426,12 @@ Options:
             objects. "size" is absent for pets and "logical_id" is null
             for cattle.
 
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
+
   -f FILE   Accepted, as by every command that reads the stack; the
             group verbs act on the applied stack and read no stack file.
             Repeatable.
@@ -440,7 +447,7 @@ type GroupDescribeCommand struct {
 func (c *GroupDescribeCommand) Run(args []string) int {
 	fs := c.FlagSet("group describe")
 	jsonOut := FlagJSON(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, _, ok := c.parseGroupArgs("describe", fs, args, 0, 0)
 	if !ok {
 		return cli.RunResultHelp
@@ -514,6 +521,12 @@ Options:
           {"engaged", "reason", "since", "release_at", "rate_limit"})},
           with every tag including infrakit's own (infrakit.group,
           infrakit.config.hash ...).
+
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
 
   -f FILE Accepted, as by every command that reads the stack; the group
           verbs read no stack file. Repeatable.

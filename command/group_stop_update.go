@@ -17,7 +17,7 @@ type GroupStopUpdateCommand struct {
 func (c *GroupStopUpdateCommand) Run(args []string) int {
 	fs := c.FlagSet("group stop-update")
 	lockTimeout := FlagLockTimeout(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, _, ok := c.parseGroupArgs("stop-update", fs, args, 0, 0)
 	if !ok {
 		return cli.RunResultHelp
@@ -81,6 +81,12 @@ Usage: infrakit [global options] group stop-update NAME [options]
 Options:
 
   -lock-timeout D     How long to wait for the state lock (default 30s).
+
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
 
   -f FILE             Accepted, as by every command that reads the stack,
                       so scripts can pass the same files everywhere; the

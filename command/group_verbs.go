@@ -25,7 +25,7 @@ type GroupScaleCommand struct {
 func (c *GroupScaleCommand) Run(args []string) int {
 	fs := c.FlagSet("group scale")
 	lockTimeout := FlagLockTimeout(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	name, rest, ok := c.parseGroupArgs("scale", fs, args, 0, 1)
 	if !ok {
@@ -120,6 +120,12 @@ Options:
 
   -lock-timeout D     How long to wait for the state lock (default 30s).
 
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
+
   -f FILE             Accepted, as by every command that reads the stack,
                       so scripts can pass the same files everywhere; the
                       group verbs read no stack file. Repeatable.
@@ -135,7 +141,7 @@ type GroupDestroyInstancesCommand struct {
 func (c *GroupDestroyInstancesCommand) Run(args []string) int {
 	fs := c.FlagSet("group destroy-instances")
 	lockTimeout := FlagLockTimeout(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	name, rest, ok := c.parseGroupArgs("destroy-instances", fs, args, 1, -1)
 	if !ok {
@@ -196,6 +202,12 @@ Options:
 
   -lock-timeout D     How long to wait for the state lock (default 30s).
 
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
+
   -f FILE             Accepted, as by every command that reads the stack,
                       so scripts can pass the same files everywhere; the
                       group verbs read no stack file. Repeatable.
@@ -212,7 +224,7 @@ type GroupFreeCommand struct {
 func (c *GroupFreeCommand) Run(args []string) int {
 	fs := c.FlagSet("group free")
 	lockTimeout := FlagLockTimeout(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, _, ok := c.parseGroupArgs("free", fs, args, 0, 0)
 	if !ok {
 		return cli.RunResultHelp
@@ -254,6 +266,12 @@ Options:
 
   -lock-timeout D     How long to wait for the state lock (default 30s).
 
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
+
   -f FILE             Accepted, as by every command that reads the stack,
                       so scripts can pass the same files everywhere; the
                       group verbs read no stack file. Repeatable.
@@ -270,7 +288,7 @@ func (c *GroupDestroyCommand) Run(args []string) int {
 	fs := c.FlagSet("group destroy")
 	autoApprove := fs.Bool("auto-approve", false, "destroy without asking")
 	lockTimeout := FlagLockTimeout(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	name, _, ok := c.parseGroupArgs("destroy", fs, args, 0, 0)
 	if !ok {
@@ -341,6 +359,12 @@ Options:
   -parallelism N      Provider calls in flight at once (default 10).
 
   -lock-timeout D     How long to wait for the state lock (default 30s).
+
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
 
   -f FILE             Accepted, as by every command that reads the stack,
                       so scripts can pass the same files everywhere; the

@@ -52,7 +52,7 @@ type ingressJSON struct {
 func (c *IngressDescribeCommand) Run(args []string) int {
 	fs := c.FlagSet("ingress describe")
 	jsonOut := FlagJSON(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, ok := c.objectArgs("ingress describe", "an ingress", fs, args)
 	if !ok {
 		return cli.RunResultHelp
@@ -118,6 +118,12 @@ Options:
   -json    Print {"ingress", "freed", "loadbalancers": [{"loadbalancer",
            "routes": [...], "backends": [{"id", "address"}]}]}.
 
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
+
   -f FILE  Also read FILE as a stack file (repeatable): NAME is looked up
            in the applied stack, or else in the stack files.
 `)
@@ -130,7 +136,7 @@ type IngressFreeCommand struct{ Meta }
 func (c *IngressFreeCommand) Run(args []string) int {
 	fs := c.FlagSet("ingress free")
 	lockTimeout := FlagLockTimeout(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, ok := c.objectArgs("ingress free", "an ingress", fs, args)
 	if !ok {
 		return cli.RunResultHelp
@@ -155,7 +161,7 @@ func (c *IngressFreeCommand) Synopsis() string { return "Stop syncing an ingress
 // Help is the text of `infrakit ingress free -help`.
 func (c *IngressFreeCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] ingress free NAME [-lock-timeout D] [-f FILE]...
+Usage: infrakit [global options] ingress free NAME [-lock-timeout D] [-var NAME=VALUE]... [-var-file FILE]... [-f FILE]...
 
   Stops syncing ingress NAME: its routes and backends are left exactly as
   they are, and neither apply's group verbs nor watch change them. The
@@ -171,7 +177,7 @@ func (c *IngressDestroyCommand) Run(args []string) int {
 	fs := c.FlagSet("ingress destroy")
 	autoApprove := fs.Bool("auto-approve", false, "destroy without asking")
 	lockTimeout := FlagLockTimeout(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, ok := c.objectArgs("ingress destroy", "an ingress", fs, args)
 	if !ok {
 		return cli.RunResultHelp
@@ -220,6 +226,12 @@ Usage: infrakit [global options] ingress destroy NAME [-auto-approve] [-lock-tim
 Options:
 
   -auto-approve    Destroy without asking. Needed when stdin is not a terminal.
+
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
 
   -f FILE          Also read FILE as a stack file (repeatable): NAME is
                    looked up in the applied stack, or else in the stack files.

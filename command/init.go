@@ -25,7 +25,7 @@ func (f *pluginDirFlag) Set(v string) error { *f = append(*f, v); return nil }
 // many aliases) and records them in .infrakit.lock.hcl.
 func (c *InitCommand) Run(args []string) int {
 	fs := c.FlagSet("init")
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	var dirs pluginDirFlag
 	fs.Var(&dirs, "plugin-dir", "directory to look for provider binaries in first (repeatable)")
 	upgrade := fs.Bool("upgrade", false, "accept provider binaries that differ from the lock file")
@@ -114,6 +114,17 @@ Usage: infrakit [global options] init [-plugin-dir DIR]... [-upgrade] [-migrate-
 Options:
 
   -plugin-dir DIR   Look for provider binaries in DIR first. Repeatable.
+
+  -var NAME=VALUE      Set the stack variable NAME. The text is the value
+                       of a string, number or bool variable, and an HCL
+                       expression (["a", "b"], { k = "v" }) for other
+                       types. Repeatable.
+
+  -var-file FILE       Read variable values from FILE: name = value lines
+                       in HCL, or a JSON object when FILE ends in .json.
+                       Repeatable. -var and -var-file apply in the order
+                       given, over INFRAKIT_VAR_NAME in the environment,
+                       infrakit.ivars and *.auto.ivars.
 
   -f FILE           Also read FILE as part of the stack: HCL, or a JSON or
                     YAML specification in an old format. Repeatable.

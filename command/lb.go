@@ -105,7 +105,7 @@ type routesJSON struct {
 func (c *LBRoutesListCommand) Run(args []string) int {
 	fs := c.FlagSet("lb routes ls")
 	jsonOut := FlagJSON(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, ok := c.objectArgs("lb routes ls", "a load balancer", fs, args)
 	if !ok {
 		return cli.RunResultHelp
@@ -162,6 +162,12 @@ Options:
   -json    Print {"loadbalancer": NAME, "routes": [{"lb_port", "lb_protocol",
            "port", "protocol", "certificate"}]}.
 
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
+
   -f FILE  Also read FILE as a stack file (repeatable): NAME is looked up
            in the applied stack, or else in the stack files.
 `)
@@ -180,7 +186,7 @@ type backendsJSON struct {
 func (c *LBBackendsListCommand) Run(args []string) int {
 	fs := c.FlagSet("lb backends ls")
 	jsonOut := FlagJSON(fs)
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	name, ok := c.objectArgs("lb backends ls", "a load balancer", fs, args)
 	if !ok {
 		return cli.RunResultHelp
@@ -234,6 +240,12 @@ Usage: infrakit [global options] lb backends ls NAME [-json] [-f FILE]...
 Options:
 
   -json    Print {"loadbalancer": NAME, "backends": ["id", ...]}.
+
+  -var NAME=VALUE      Set a stack variable, as for plan, for when the
+                       stack files are read. Repeatable.
+
+  -var-file FILE       Read variable values from FILE, as for plan.
+                       Repeatable.
 
   -f FILE  Also read FILE as a stack file (repeatable): NAME is looked up
            in the applied stack, or else in the stack files.

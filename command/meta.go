@@ -52,6 +52,9 @@ type Meta struct {
 	// captureFlags, when set, receives every flag set the command makes:
 	// shell completion learns a command's flags from the command itself.
 	captureFlags func(*flag.FlagSet)
+	// flags is the flag set the command made last, where inputs() finds
+	// -var and -var-file.
+	flags *flag.FlagSet
 }
 
 // NewMeta returns a Meta for work in workDir with a Ui over the given
@@ -175,6 +178,7 @@ func (m *Meta) FlagSet(name string) *flag.FlagSet {
 	if m.captureFlags != nil {
 		m.captureFlags(fs)
 	}
+	m.flags = fs
 	return fs
 }
 

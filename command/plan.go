@@ -38,7 +38,7 @@ type stackFlags struct {
 func (m *Meta) stackFlagSet(name string) (*flag.FlagSet, *stackFlags) {
 	fs := m.FlagSet(name)
 	sf := &stackFlags{}
-	sf.files = flagStackFiles(fs)
+	sf.files = flagStackInputs(fs)
 	sf.parallelism = fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	sf.jsonOut = FlagJSON(fs)
 	sf.lockTimeout = FlagLockTimeout(fs)
@@ -51,6 +51,7 @@ func (m *Meta) runner(op string, sf *stackFlags, progress func(execute.Event)) (
 	return operation.New(m.Context(), operation.Options{
 		WorkDir:     m.WorkDir,
 		ExtraFiles:  m.stackFilePaths(*sf.files),
+		Inputs:      m.inputs(),
 		Logger:      m.Logger.Named(op),
 		Parallelism: *sf.parallelism,
 		LockTimeout: *sf.lockTimeout,
@@ -99,7 +100,7 @@ func (c *PlanCommand) Run(args []string) int {
 			c.showError("Error writing the plan", err)
 			return 1
 		}
-	} else if err := plan.RenderHuman(c.Stdout, p, plan.HumanOptions{Color: c.color(*sf.noColor)}); err != nil {
+	} else if err := c.renderPlan(r, p, *sf.noColor); err != nil {
 		c.showError("Error writing the plan", err)
 		return 1
 	}
@@ -146,6 +147,18 @@ func (m *Meta) makePlan(r *operation.Runner, destroy bool) (*plan.Plan, map[stri
 		return nil, files, false
 	}
 	return p, files, true
+}
+
+// renderPlan renders the plan for people, with the changes to outputs.
+func (m *Meta) renderPlan(r *operation.Runner, p *plan.Plan, noColor bool) error {
+	if err := plan.RenderHuman(m.Stdout, p, plan.HumanOptions{Color: m.color(noColor)}); err != nil {
+		return err
+	}
+	doc, err := r.State(m.Context())
+	if err != nil {
+		return err
+	}
+	return writePlanOutputs(m.Stdout, p, doc)
 }
 
 // reportUnknown shows an error for each object that could not be observed
@@ -222,6 +235,17 @@ Options:
   -no-color            Print without ANSI colors. Colors are also off when
                        NO_COLOR is set (to anything), TERM=dumb, or the
                        output is not a terminal.
+
+  -var NAME=VALUE      Set the stack variable NAME. The text is the value
+                       of a string, number or bool variable, and an HCL
+                       expression (["a", "b"], { k = "v" }) for other
+                       types. Repeatable.
+
+  -var-file FILE       Read variable values from FILE: name = value lines
+                       in HCL, or a JSON object when FILE ends in .json.
+                       Repeatable. -var and -var-file apply in the order
+                       given, over INFRAKIT_VAR_NAME in the environment,
+                       infrakit.ivars and *.auto.ivars.
 
   -f FILE              Also read FILE as a stack file. Repeatable.
 `)

@@ -45,5 +45,5 @@ func (m *Meta) stackFilePaths(files []string) []string {
 // loadStack loads the working directory's stack with the -f files. The
 // Stack is never nil; render the diagnostics with ShowDiagnostics(st.Files, diags).
 func (m *Meta) loadStack(files []string) (*config.Stack, hcl.Diagnostics) {
-	return config.Load(m.WorkDir, m.stackFilePaths(files)...)
+	return config.LoadWith(m.WorkDir, m.inputs(), m.stackFilePaths(files)...)
 }

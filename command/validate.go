@@ -25,7 +25,7 @@ type ValidateCommand struct {
 // It changes nothing: no state is read or written.
 func (c *ValidateCommand) Run(args []string) int {
 	fs := c.FlagSet("validate")
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	jsonOut := FlagJSON(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
@@ -152,6 +152,17 @@ Options:
             "terraform validate -json": format_version, valid,
             error_count, warning_count and diagnostics (severity,
             summary, detail, range, snippet).
+
+  -var NAME=VALUE      Set the stack variable NAME. The text is the value
+                       of a string, number or bool variable, and an HCL
+                       expression (["a", "b"], { k = "v" }) for other
+                       types. Repeatable.
+
+  -var-file FILE       Read variable values from FILE: name = value lines
+                       in HCL, or a JSON object when FILE ends in .json.
+                       Repeatable. -var and -var-file apply in the order
+                       given, over INFRAKIT_VAR_NAME in the environment,
+                       infrakit.ivars and *.auto.ivars.
 
   -f FILE   Also read FILE as part of the stack: HCL, or a JSON or YAML
             specification in an old format. Repeatable.

@@ -34,7 +34,7 @@ func (c *WatchCommand) Run(args []string) int {
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
 	brakeSettle := fs.Duration("brake-settle", heal.DefaultBrakeSettle, "how long the mass-failure brake holds after the world last changed")
 	callTimeout := fs.Duration("call-timeout", watch.DefaultCallTimeout, "deadline of each provider call")
-	files := flagStackFiles(fs)
+	files := flagStackInputs(fs)
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -66,6 +66,7 @@ func (c *WatchCommand) Run(args []string) int {
 	err = watch.Run(c.Context(), watch.Options{
 		WorkDir:     c.WorkDir,
 		ExtraFiles:  c.stackFilePaths(*files),
+		Inputs:      c.inputs(),
 		Interval:    *interval,
 		Listen:      *listen,
 		LockTimeout: *lockTimeout,
@@ -192,6 +193,17 @@ Options:
                       provider whose call runs out of time and that then
                       does not answer a metadata request (within D/4,
                       between 1s and 5s) is killed and relaunched.
+
+  -var NAME=VALUE      Set the stack variable NAME. The text is the value
+                       of a string, number or bool variable, and an HCL
+                       expression (["a", "b"], { k = "v" }) for other
+                       types. Repeatable.
+
+  -var-file FILE       Read variable values from FILE: name = value lines
+                       in HCL, or a JSON object when FILE ends in .json.
+                       Repeatable. -var and -var-file apply in the order
+                       given, over INFRAKIT_VAR_NAME in the environment,
+                       infrakit.ivars and *.auto.ivars.
 
   -f FILE             Also read FILE as a stack file when the stack files
                       are read again (SIGHUP). Repeatable. Pass the files

@@ -98,7 +98,7 @@ func (l *loader) decodeProvider(b *hcl.Block) {
 			}
 			continue
 		}
-		v, vd := a.Expr.Value(nil)
+		v, vd := l.eval(a.Expr)
 		l.diags = append(l.diags, vd...)
 		if !vd.HasErrors() {
 			config[name] = v
@@ -232,9 +232,15 @@ func (l *loader) userTags(a *hcl.Attribute) map[string]string {
 func (l *loader) logicalIDs(a *hcl.Attribute, group string) []string {
 	exprs, d := hcl.ExprList(a.Expr)
 	if d.HasErrors() {
-		l.errorf(a.Expr.Range(), "Invalid logical_ids",
-			"logical_ids must be a list of strings written out, like [\"10.0.0.1\", \"10.0.0.2\"].")
-		return nil
+		// Not written out (var.ids, split(",", local.s)): one list value,
+		// whose elements all point at the attribute.
+		v, ok := l.value(a, cty.List(cty.String), nil, true)
+		if !ok {
+			return nil
+		}
+		for _, e := range v.AsValueSlice() {
+			exprs = append(exprs, hcl.StaticExpr(e, a.Expr.Range()))
+		}
 	}
 	if !l.checkGroupSizeAt(a.Expr.Range(), group, len(exprs)) {
 		return nil
@@ -386,7 +392,13 @@ func (l *loader) decodeTarget(b *hcl.Block) EnrollmentTarget {
 		t.PropertiesRange = a.Expr.Range()
 		t.PropertiesExpr = a.Expr
 		t.Properties = l.sourceText(a.Expr)
-		v, vd := a.Expr.Value(memberEvalContext(cty.UnknownVal(MemberType())))
+		if rd := l.checkRefs(a.Expr); rd.HasErrors() {
+			l.diags = append(l.diags, rd...)
+			return t
+		}
+		t.Scope = l.scopeFor(a.Expr)
+		v, vd := a.Expr.Value(t.evalContext(cty.UnknownVal(MemberType())))
+		v, _ = v.UnmarkDeep()
 		l.diags = append(l.diags, vd...)
 		switch {
 		case vd.HasErrors():

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/infrakit/infrakit/internal/config/legacy"
 )
@@ -30,6 +31,9 @@ var rootSchema = &hcl.BodySchema{
 		{Type: blockLoadBalancer, LabelNames: []string{"name"}},
 		{Type: blockIngress, LabelNames: []string{"name"}},
 		{Type: blockEnrollment, LabelNames: []string{"name"}},
+		{Type: blockVariable, LabelNames: []string{"name"}},
+		{Type: blockLocals},
+		{Type: blockOutput, LabelNames: []string{"name"}},
 	},
 }
 
@@ -59,8 +63,20 @@ var stackSchema = &hcl.BodySchema{
 // can render the diagnostics with WriteDiagnostics; when the diagnostics have
 // errors the rest of the Stack is incomplete and must not be acted on.
 func Load(dir string, extra ...string) (*Stack, hcl.Diagnostics) {
+	return LoadWith(dir, Inputs{}, extra...)
+}
+
+// LoadWith is Load with values for the stack's variables: those of in, and
+// the variable files of dir (VarFile, *AutoVarFileSuffix), in the
+// precedence described at EnvVarPrefix.
+func LoadWith(dir string, in Inputs, extra ...string) (*Stack, hcl.Diagnostics) {
 	st := &Stack{Files: map[string]*hcl.File{}}
-	names, diags := stackFiles(st, dir, extra)
+	raws, diags := collectInputs(st, dir, in)
+	if diags.HasErrors() {
+		return st, diags
+	}
+	names, d := stackFiles(st, dir, extra)
+	diags = append(diags, d...)
 	if diags.HasErrors() {
 		return st, diags
 	}
@@ -74,7 +90,7 @@ func Load(dir string, extra ...string) (*Stack, hcl.Diagnostics) {
 		}
 		srcs[i] = src
 	}
-	return loadSources(st, dir, names, srcs, diags)
+	return loadSources(st, dir, names, srcs, raws, diags)
 }
 
 // impliedStackName names a stack of specifications without a stack block
@@ -145,7 +161,7 @@ func specificationFiles(st *Stack, dir string) ([]string, hcl.Diagnostics, error
 	var names []string
 	var diags hcl.Diagnostics
 	for _, e := range entries {
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !legacy.IsFile(e.Name()) || isStateFile(e.Name()) {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !legacy.IsFile(e.Name()) || isStateFile(e.Name()) || IsVarFile(e.Name()) {
 			continue
 		}
 		name := filepath.Join(dir, e.Name())
@@ -244,6 +260,18 @@ type loader struct {
 	// naming it): an ingress owns its load balancers.
 	lbOwner map[string]lbRule
 
+	// vars are the declared variables (varNames in order) and varVals
+	// their values; localNames the locals in order and localVals their
+	// values, as far as computed. Sensitive values are marked.
+	vars       map[string]hcl.Range
+	varNames   []string
+	varVals    map[string]cty.Value
+	localNames []string
+	localVals  map[string]cty.Value
+	outputs    map[string]hcl.Range
+	// inputs are the values given for the variables, lowest precedence first.
+	inputs []rawValue
+
 	// specs are the specification files among the stack files; impliedName
 	// names the stack when no file has a stack block.
 	specs       []*legacy.File
@@ -272,6 +300,8 @@ func newLoader(st *Stack) *loader {
 		enrollments:   map[string]hcl.Range{},
 		publishedPort: map[lbPort]hcl.Range{},
 		lbOwner:       map[string]lbRule{},
+		vars:          map[string]hcl.Range{},
+		outputs:       map[string]hcl.Range{},
 	}
 }
 
@@ -286,6 +316,10 @@ func (l *loader) load(files []*hcl.File) {
 	}
 
 	l.decodeStack(blocks[blockStack])
+
+	// Variables and locals first: every other block may use them.
+	l.decodeVariables(blocks[blockVariable], l.inputs)
+	l.decodeLocals(blocks[blockLocals])
 
 	// Declare everything that can be referenced before decoding any body, so
 	// references resolve regardless of block and file order.
@@ -312,6 +346,9 @@ func (l *loader) load(files []*hcl.File) {
 	}
 	for _, b := range enrollments {
 		l.st.Enrollments = append(l.st.Enrollments, l.decodeEnrollment(b))
+	}
+	for _, b := range l.declare(blocks[blockOutput], l.outputs, nil, false) {
+		l.st.Outputs = append(l.st.Outputs, l.decodeOutput(b))
 	}
 
 	if !l.diags.HasErrors() {

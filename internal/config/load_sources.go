@@ -15,7 +15,17 @@ import (
 // nothing from disk, which makes it what the fuzz targets and other
 // callers holding the text use.
 func LoadSources(sources map[string][]byte) (*Stack, hcl.Diagnostics) {
+	return LoadSourcesWith(sources, Inputs{})
+}
+
+// LoadSourcesWith is LoadSources with values for the variables (its
+// -var-file files are read from disk).
+func LoadSourcesWith(sources map[string][]byte, in Inputs) (*Stack, hcl.Diagnostics) {
 	st := &Stack{Files: map[string]*hcl.File{}}
+	raws, diags := collectInputs(st, "", in)
+	if diags.HasErrors() {
+		return st, diags
+	}
 	names := slices.Sorted(func(yield func(string) bool) {
 		for name := range sources {
 			if !yield(name) {
@@ -23,7 +33,6 @@ func LoadSources(sources map[string][]byte) (*Stack, hcl.Diagnostics) {
 			}
 		}
 	})
-	var diags hcl.Diagnostics
 	srcs := make([][]byte, len(names))
 	for i, name := range names {
 		src := sources[name]
@@ -38,12 +47,12 @@ func LoadSources(sources map[string][]byte) (*Stack, hcl.Diagnostics) {
 		}
 		srcs[i] = src
 	}
-	return loadSources(st, "", names, srcs, diags)
+	return loadSources(st, "", names, srcs, raws, diags)
 }
 
 // loadSources parses and loads the files names, whose sources are srcs (nil
 // for one already refused, with diags saying why: its st.Files entry is set).
-func loadSources(st *Stack, dir string, names []string, srcs [][]byte, diags hcl.Diagnostics) (*Stack, hcl.Diagnostics) {
+func loadSources(st *Stack, dir string, names []string, srcs [][]byte, raws []rawValue, diags hcl.Diagnostics) (*Stack, hcl.Diagnostics) {
 	refused := map[string]bool{}
 	for i, name := range names {
 		if srcs[i] == nil && st.Files[name] != nil {
@@ -82,6 +91,7 @@ func loadSources(st *Stack, dir string, names []string, srcs [][]byte, diags hcl
 	}
 	l := newLoader(st)
 	l.specs = specs
+	l.inputs = raws
 	if len(specs) > 0 {
 		l.impliedName = impliedStackName(dir, names)
 	}

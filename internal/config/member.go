@@ -51,10 +51,15 @@ func MemberValue(d instance.Description) (cty.Value, error) {
 	}), nil
 }
 
-// memberEvalContext is the only scope with a variable: enrollment target
-// properties, where member is one source instance. There are no functions.
-func memberEvalContext(member cty.Value) *hcl.EvalContext {
-	return &hcl.EvalContext{Variables: map[string]cty.Value{"member": member}}
+// evalContext is the scope of enrollment target properties: member (one
+// source instance), the functions, and the variables and locals they
+// refer to, as kept in Scope.
+func (t *EnrollmentTarget) evalContext(member cty.Value) *hcl.EvalContext {
+	vars := map[string]cty.Value{"member": member}
+	for k, v := range t.Scope {
+		vars[k] = v.Value
+	}
+	return &hcl.EvalContext{Variables: vars, Functions: Functions()}
 }
 
 // PropertiesExpression is the target's properties as an expression: the one
@@ -77,7 +82,7 @@ func (t *EnrollmentTarget) RenderProperties(member cty.Value) (json.RawMessage, 
 	if diags.HasErrors() {
 		return nil, fmt.Errorf("parse target properties: %w", diags)
 	}
-	v, diags := expr.Value(memberEvalContext(member))
+	v, diags := expr.Value(t.evalContext(member))
 	if diags.HasErrors() {
 		return nil, fmt.Errorf("evaluate target properties: %w", diags)
 	}

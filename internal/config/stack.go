@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
@@ -28,6 +29,14 @@ type Stack struct {
 	LoadBalancers []*LoadBalancer `json:"loadbalancers,omitempty"`
 	Ingresses     []*Ingress      `json:"ingresses,omitempty"`
 	Enrollments   []*Enrollment   `json:"enrollments,omitempty"`
+	// Variables are the variable blocks with the values the stack was
+	// loaded with, in declaration order; Locals the locals' values (those
+	// wholly known), SensitiveLocals the locals derived from a sensitive
+	// variable; Outputs the output blocks, unevaluated.
+	Variables       []*Variable                        `json:"variables,omitempty"`
+	Locals          map[string]ctyjson.SimpleJSONValue `json:"locals,omitempty"`
+	SensitiveLocals map[string]bool                    `json:"sensitive_locals,omitempty"`
+	Outputs         []*Output                          `json:"outputs,omitempty"`
 	// Limits is the stack block's limits block; nil means the defaults.
 	Limits *Limits `json:"limits,omitempty"`
 
@@ -279,6 +288,10 @@ type EnrollmentTarget struct {
 	// Properties is the HCL source text of the properties expression; empty
 	// means an empty object.
 	Properties string `json:"properties,omitempty"`
+	// Scope holds var and local, as objects of the values the properties
+	// refer to, when they refer to any: the properties are rendered per
+	// member long after the stack was loaded.
+	Scope map[string]ctyjson.SimpleJSONValue `json:"scope,omitempty"`
 
 	DeclRange       hcl.Range      `json:"-"`
 	ProviderRange   hcl.Range      `json:"-"`

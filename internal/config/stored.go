@@ -215,7 +215,7 @@ func checkTargetProperties(src string) error {
 	if diags.HasErrors() {
 		return fmt.Errorf("the properties do not parse: %s", diags[0].Summary)
 	}
-	v, diags := expr.Value(memberEvalContext(cty.UnknownVal(MemberType())))
+	v, diags := expr.Value(t.evalContext(cty.UnknownVal(MemberType())))
 	if diags.HasErrors() {
 		return fmt.Errorf("the properties do not evaluate: %s", diags[0].Summary)
 	}

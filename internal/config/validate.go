@@ -166,7 +166,7 @@ func (pv *providerValidation) enrollment(e *Enrollment) {
 		pv.diags = append(pv.diags, diags...)
 		return
 	}
-	val, diags := expr.Value(memberEvalContext(cty.UnknownVal(MemberType())))
+	val, diags := expr.Value(t.evalContext(cty.UnknownVal(MemberType())))
 	if diags.HasErrors() {
 		pv.diags = append(pv.diags, diags...)
 		return

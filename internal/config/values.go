@@ -21,9 +21,19 @@ func emptyObject() json.RawMessage { return json.RawMessage(`{}`) }
 // value evaluates an attribute and converts it to ty. A null value counts as
 // not set (ok is false) unless required, where it is an error.
 func (l *loader) value(a *hcl.Attribute, ty cty.Type, ctx *hcl.EvalContext, required bool) (cty.Value, bool) {
-	v, d := a.Expr.Value(ctx)
+	var v cty.Value
+	var d hcl.Diagnostics
+	if ctx == nil {
+		v, d = l.eval(a.Expr)
+	} else {
+		v, d = a.Expr.Value(ctx)
+	}
 	l.diags = append(l.diags, d...)
 	if d.HasErrors() {
+		return cty.NilVal, false
+	}
+	if !v.IsWhollyKnown() {
+		// Only a variable or local already reported as wrong is unknown here.
 		return cty.NilVal, false
 	}
 	if v.IsNull() {
@@ -134,9 +144,9 @@ func (l *loader) stringMapAttr(a *hcl.Attribute) map[string]string {
 // propertiesAttr evaluates a properties attribute to a JSON object. It must
 // be an object (or map); null means empty.
 func (l *loader) propertiesAttr(a *hcl.Attribute) json.RawMessage {
-	v, d := a.Expr.Value(nil)
+	v, d := l.eval(a.Expr)
 	l.diags = append(l.diags, d...)
-	if d.HasErrors() {
+	if d.HasErrors() || (!v.IsWhollyKnown() && l.diags.HasErrors()) {
 		return emptyObject()
 	}
 	if !isObjectLike(v) {

@@ -31,7 +31,10 @@ type Options struct {
 	WorkDir string
 	// ExtraFiles are stack files named with -f, read beside WorkDir's.
 	ExtraFiles []string
-	Logger     hclog.Logger
+	// Inputs are the values of the stack's variables (-var, -var-file,
+	// the environment); the directory's variable files are read too.
+	Inputs config.Inputs
+	Logger hclog.Logger
 	// Parallelism bounds provider calls in flight (default 10); a provider
 	// block's parallelism bounds the calls to it.
 	Parallelism int

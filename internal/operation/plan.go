@@ -107,6 +107,8 @@ func destroyStack(loaded *config.Stack, doc *state.Document) *config.Stack {
 	}
 	out := *base
 	out.Groups, out.Ingresses, out.Enrollments = nil, nil, nil
+	// Nothing is left for outputs to show: a destroy clears them, as Terraform's does.
+	out.Outputs = nil
 	return &out
 }
 
@@ -196,6 +198,14 @@ func (r *Runner) execute(ctx context.Context, p *plan.Plan, doc *state.Document)
 	res := execute.Run(ctx, p, r.bindings(p.Desired, doc.Stack), rec, r.executeOptions(p.Desired, doc.Stack))
 	out := &controller.Result{Plan: p, Done: res.Done, Failed: res.Failed,
 		Skipped: res.Count(execute.StatusSkipped), NotRun: res.Count(execute.StatusNotRun)}
+	// Outputs follow the members the state now records, also after a
+	// partial apply (as Terraform's do); a context already cancelled
+	// leaves them as they were.
+	if ctx.Err() == nil {
+		if err := r.recordOutputs(ctx, p.Desired); err != nil {
+			r.log.Warn("outputs not recorded", "error", err)
+		}
+	}
 	switch {
 	case res.Err != nil && ctx.Err() != nil && errors.Is(res.Err, ctx.Err()):
 		return out, &InterruptedError{NotRun: out.NotRun, Cause: ctx.Err()}

@@ -135,7 +135,7 @@ func (r *Runner) hostFor() (*pluginhost.Host, error) {
 // is refused: the commands work on the recorded one, and must not guess
 // which of the two holds the state.
 func (r *Runner) loadStack(ctx context.Context) (*config.Stack, map[string]*hcl.File, hcl.Diagnostics) {
-	st, diags := config.Load(r.opts.WorkDir, r.opts.ExtraFiles...)
+	st, diags := config.LoadWith(r.opts.WorkDir, r.opts.Inputs, r.opts.ExtraFiles...)
 	if diags.HasErrors() {
 		return st, st.Files, diags
 	}

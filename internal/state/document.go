@@ -6,6 +6,8 @@ package state
 import (
 	"crypto/rand"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/infrakit/infrakit/internal/config"
 )
@@ -30,6 +32,30 @@ type Document struct {
 	// of them beyond the desired stack (whether they are freed).
 	Ingresses   map[string]*ControllerStatus `json:"ingresses,omitempty"`
 	Enrollments map[string]*ControllerStatus `json:"enrollments,omitempty"`
+	// Outputs are the stack's outputs as evaluated after the last apply
+	// (or verb) that acted, by name. Added within format 1: a build that
+	// does not know it ignores it, and the next apply writes it again.
+	Outputs map[string]config.OutputValue `json:"outputs,omitempty"`
+}
+
+// Observed is what the outputs of the stack see of the world: each group's
+// members as recorded, by logical ID then ID.
+func (d *Document) Observed() *config.Observed {
+	obs := &config.Observed{Members: map[string][]config.ObservedMember{}}
+	for name, g := range d.Groups {
+		ms := make([]config.ObservedMember, 0, len(g.Instances))
+		for _, in := range g.Instances {
+			ms = append(ms, config.ObservedMember{ID: in.ID, LogicalID: in.LogicalID, Address: in.Address, State: in.State})
+		}
+		slices.SortFunc(ms, func(a, b config.ObservedMember) int {
+			if c := strings.Compare(a.LogicalID, b.LogicalID); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+		obs.Members[name] = ms
+	}
+	return obs
 }
 
 // ControllerStatus is the record of an ingress or an enrollment.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/election"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/pluginhost"
@@ -41,6 +42,9 @@ type Options struct {
 	// taken from WorkDir. They should be the files the stack was applied
 	// with, or a reload reports that the stack files differ from it.
 	ExtraFiles []string
+	// Inputs are the values of the stack's variables (-var, -var-file,
+	// the environment), used each time the stack files are read.
+	Inputs config.Inputs
 	// Interval is how often every group is listed again even when nothing
 	// announced a change (DefaultInterval).
 	Interval time.Duration
@@ -161,6 +165,7 @@ func Run(ctx context.Context, opts Options) error {
 	runner, err := operation.New(ctx, operation.Options{
 		WorkDir:     wd,
 		ExtraFiles:  opts.ExtraFiles,
+		Inputs:      opts.Inputs,
 		Logger:      log,
 		Parallelism: opts.Parallelism,
 		LockTimeout: opts.LockTimeout,
