@@ -99,7 +99,7 @@ func (c *InitCommand) Synopsis() string {
 // Help is the text of `infrakit init -help`.
 func (c *InitCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: infrakit [global options] init [-plugin-dir DIR]... [-upgrade] [-migrate-state] [-f FILE]...
+Usage: infrakit [global options] init [-plugin-dir DIR]... [-upgrade] [-migrate-state] [-lock-timeout D] [-var NAME=VALUE]... [-var-file FILE]... [-f FILE]...
 
   Installs the providers the stack's provider blocks name into
   .infrakit/plugins and records their versions and checksums in
