@@ -91,9 +91,9 @@ await_watch() {
 }
 
 # member_ids prints the IDs of a group's instances, from `group describe`
-# (a header line, a blank line, the column names, then one row each).
+# (header lines, a blank line, the column names "ID ...", then one row each).
 member_ids() {
-	infrakit group describe "$1" | awk 'NR > 3 { print $1 }'
+	infrakit group describe "$1" | awk '$1 == "ID" { table = 1; next } table { print $1 }'
 }
 
 step "The stack: testdata/e2e, copied into $work"
