@@ -15,6 +15,7 @@ import (
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/internal/stateedit"
 )
 
@@ -55,6 +56,23 @@ Usage: infrakit [global options] state <subcommand> [args]
 // stateRunner starts an operation.Runner for a state verb. Close it.
 func (m *Meta) stateRunner(op string, files []string, lockTimeout time.Duration) (*operation.Runner, error) {
 	return m.groupRunner(groupRunnerOptions{operation: op, files: files, lockTimeout: lockTimeout})
+}
+
+// readState reads the state for a verb that only looks at it (no lock, no
+// provider), reporting an error itself.
+func (m *Meta) readState(op string, files []string) (*state.Document, bool) {
+	r, err := m.stateRunner(op, files, 0)
+	if err != nil {
+		m.showError("Error reading the state", err)
+		return nil, false
+	}
+	defer m.closeRunner(r)
+	doc, err := r.State(m.Context())
+	if err != nil {
+		m.showError("Error reading the state", err)
+		return nil, false
+	}
+	return doc, true
 }
 
 // parseAddresses reads the positional addresses of a state verb.
@@ -98,15 +116,8 @@ func (c *StateListCommand) Run(args []string) int {
 	if !ok {
 		return cli.RunResultHelp
 	}
-	r, err := c.stateRunner("state list", *files, 0)
-	if err != nil {
-		c.showError("Error reading the state", err)
-		return 1
-	}
-	defer c.closeRunner(r)
-	doc, err := r.State(c.Context())
-	if err != nil {
-		c.showError("Error reading the state", err)
+	doc, ok := c.readState("state list", *files)
+	if !ok {
 		return 1
 	}
 	for _, a := range stateedit.List(doc) {
@@ -152,15 +163,8 @@ func (c *StateShowCommand) Run(args []string) int {
 	if !ok {
 		return cli.RunResultHelp
 	}
-	r, err := c.stateRunner("state show", *files, 0)
-	if err != nil {
-		c.showError("Error reading the state", err)
-		return 1
-	}
-	defer c.closeRunner(r)
-	doc, err := r.State(c.Context())
-	if err != nil {
-		c.showError("Error reading the state", err)
+	doc, ok := c.readState("state show", *files)
+	if !ok {
 		return 1
 	}
 	rec, err := stateedit.Show(doc, addrs[0])
