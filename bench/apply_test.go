@@ -32,20 +32,12 @@ func enabled(t *testing.T) {
 	}
 }
 
-// buildBinaries builds infrakit and the providers into a temporary directory.
+// buildBinaries builds this tree's infrakit and the providers into a
+// temporary directory.
 func buildBinaries(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, pkg := range map[string]string{
-		"infrakit":                    "github.com/infrakit/infrakit",
-		"infrakit-provider-simulator": "github.com/infrakit/infrakit/plugins/simulator",
-		"infrakit-provider-vanilla":   "github.com/infrakit/infrakit/plugins/vanilla",
-	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
-	}
+	buildInto(t, "..", dir)
 	return dir
 }
 
@@ -200,39 +192,75 @@ type benchRow struct {
 // zero-delay simulator instances in three groups, and a no-op `infrakit
 // plan` over them, and reports wall time, peak RSS and the 10k/1k ratio
 // against issue 3's targets. Each apply runs in a fresh directory (init
-// first, not timed); the no-op plans run over the last one.
+// first, not timed); the no-op plans run over the last one. With a
+// baseline (INFRAKIT_BENCH_BASELINE) each run of this tree is followed by
+// one of the baseline, so both see the same machine.
 func TestBenchApply(t *testing.T) {
 	enabled(t)
-	bin := buildBinaries(t)
+	bs := builds(t)
 	reps := runs(t)
 
-	var rows []benchRow
+	rows := make([][]benchRow, len(bs))
 	for _, n := range []int{1000, 10000} {
-		row := benchRow{n: n}
-		var dir string
+		row := make([]benchRow, len(bs))
+		dirs := make([]string, len(bs))
 		for range reps {
-			dir = t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(stackOf(n)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			timeInfrakit(t, bin, dir, 0, "init", "-plugin-dir", bin)
-			row.apply = append(row.apply, timeInfrakit(t, bin, dir, 0, "apply", "-auto-approve"))
-			files, err := os.ReadDir(filepath.Join(dir, ".infrakit", "simulator", "instances", "compute"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := countJSON(files); got != n {
-				t.Fatalf("after apply of %d the simulator holds %d instances", n, got)
+			for i, b := range bs {
+				row[i].n = n
+				dirs[i] = t.TempDir()
+				row[i].apply = append(row[i].apply, timeApply(t, b.bin, dirs[i], n))
 			}
 		}
 		for range reps {
-			// -detailed-exitcode 0 proves the plan is a no-op.
-			row.plan = append(row.plan, timeInfrakit(t, bin, dir, 0, "plan", "-detailed-exitcode"))
+			for i, b := range bs {
+				// -detailed-exitcode 0 proves the plan is a no-op.
+				row[i].plan = append(row[i].plan, timeInfrakit(t, b.bin, dirs[i], 0, "plan", "-detailed-exitcode"))
+			}
 		}
-		rows = append(rows, row)
+		for i := range bs {
+			rows[i] = append(rows[i], row[i])
+		}
 	}
 
-	report(t, rows, reps)
+	for i, b := range bs {
+		report(t, b.name, rows[i], reps)
+	}
+	if len(bs) == 2 {
+		compareApply(t, rows[0], rows[1])
+	}
+}
+
+// timeApply writes the stack of n instances in dir, installs the providers
+// of bin and times the apply of it.
+func timeApply(t *testing.T, bin, dir string, n int) measurement {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(stackOf(n)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	timeInfrakit(t, bin, dir, 0, "init", "-plugin-dir", bin)
+	m := timeInfrakit(t, bin, dir, 0, "apply", "-auto-approve")
+	files, err := os.ReadDir(filepath.Join(dir, ".infrakit", "simulator", "instances", "compute"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := countJSON(files); got != n {
+		t.Fatalf("after apply of %d the simulator holds %d instances", n, got)
+	}
+	return m
+}
+
+// compareApply prints this tree's medians against the baseline's.
+func compareApply(t *testing.T, tree, base []benchRow) {
+	var b strings.Builder
+	b.WriteString("this tree against the baseline (medians; negative is faster)\n")
+	for i := range tree {
+		n := tree[i].n
+		b.WriteString(compare(fmt.Sprintf("apply %d wall", n), tree[i].apply.median().Seconds(), base[i].apply.median().Seconds(), "s"))
+		b.WriteString(compare(fmt.Sprintf("apply %d CPU", n), tree[i].apply.cpu().Seconds(), base[i].apply.cpu().Seconds(), "s"))
+		b.WriteString(compare(fmt.Sprintf("no-op plan %d wall", n), tree[i].plan.median().Seconds(), base[i].plan.median().Seconds(), "s"))
+	}
+	t.Log("\n" + b.String())
+	fmt.Print(b.String())
 }
 
 func countJSON(entries []os.DirEntry) int {
@@ -250,7 +278,7 @@ func countJSON(entries []os.DirEntry) int {
 // best run shows what the machine gives when it is not busy, and CPU (the
 // median user+system time of infrakit and its providers) what the work
 // costs whatever else runs.
-func report(t *testing.T, rows []benchRow, reps int) {
+func report(t *testing.T, name string, rows []benchRow, reps int) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "instances\tapply median\tbest\tCPU\tpeak RSS\tno-op plan median\tbest\tCPU\tpeak RSS")
@@ -271,7 +299,7 @@ func report(t *testing.T, rows []benchRow, reps int) {
 		fmt.Fprintf(&b, "load average at the end: %s", load)
 	}
 
-	out := fmt.Sprintf("infrakit apply and no-op plan, 3 groups, zero-delay simulator, median of %d runs\n", reps) + b.String()
+	out := fmt.Sprintf("%s: infrakit apply and no-op plan, 3 groups, zero-delay simulator, median of %d runs\n", name, reps) + b.String()
 	t.Log("\n" + out)
 	fmt.Print(out)
 }

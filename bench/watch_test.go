@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"text/tabwriter"
@@ -58,10 +59,11 @@ group "g" {
 
 // benchWatch is `infrakit watch` running for a benchmark.
 type benchWatch struct {
-	cmd    *exec.Cmd
-	pid    int
-	addr   string
-	stderr *bytes.Buffer
+	cmd      *exec.Cmd
+	pid      int
+	addr     string
+	stderr   *bytes.Buffer
+	stopOnce sync.Once
 }
 
 var serving = regexp.MustCompile(`serving http://([^/ ]+)/v1/status \(pid (\d+)\)`)
@@ -81,10 +83,7 @@ func startWatch(t *testing.T, bin, dir string) *benchWatch {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
+	t.Cleanup(w.stop)
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		if m := serving.FindStringSubmatch(sc.Text()); m != nil {
@@ -105,6 +104,14 @@ func startWatch(t *testing.T, bin, dir string) *benchWatch {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return w
+}
+
+// stop ends watch with SIGTERM and waits for it; later calls do nothing.
+func (w *benchWatch) stop() {
+	w.stopOnce.Do(func() {
+		_ = w.cmd.Process.Signal(syscall.SIGTERM)
+		_ = w.cmd.Wait()
+	})
 }
 
 type discard struct{}
@@ -155,13 +162,39 @@ func prepare(t *testing.T, bin string, n int) string {
 
 // TestBenchWatchHeal measures self-healing latency with default settings:
 // 3 of 1,000 instances removed out of band, until the simulator holds 1,000
-// again; median and p99 (the slowest, with 10 runs) of 10 runs.
+// again; median and p99 (the slowest, with 10 runs) of 10 runs. With a
+// baseline (INFRAKIT_BENCH_BASELINE) the baseline's watch is measured the
+// same way after this tree's, and the medians compared.
 func TestBenchWatchHeal(t *testing.T) {
 	enabled(t)
-	bin := buildBinaries(t)
 	const n, runs = 1000, 10
+	var medians []time.Duration
+	for _, b := range builds(t) {
+		lat := healLatencies(t, b.bin, n, runs)
+		median, p99 := lat[len(lat)/2], lat[len(lat)-1]
+		medians = append(medians, median)
+		var out strings.Builder
+		fmt.Fprintf(&out, "%s: watch heal latency, 3 of %d instances removed, default settings, %d runs\n", b.name, n, runs)
+		fmt.Fprintf(&out, "median: %-8s target <= %s  %s\n", ms(median), targetHealMedian, verdict(median <= targetHealMedian))
+		fmt.Fprintf(&out, "p99:    %-8s (the slowest of %d)\n", ms(p99), runs)
+		fmt.Fprintf(&out, "all:    %s\n", joinMS(lat))
+		t.Log("\n" + out.String())
+		fmt.Print(out.String())
+	}
+	if len(medians) == 2 {
+		line := compare("heal median", float64(medians[0].Milliseconds()), float64(medians[1].Milliseconds()), "ms")
+		t.Log(line)
+		fmt.Print(line)
+	}
+}
+
+// healLatencies applies a group of n under bin's watch and times runs heals
+// of 3 instances removed out of band, sorted.
+func healLatencies(t *testing.T, bin string, n, runs int) []time.Duration {
+	t.Helper()
 	dir := prepare(t, bin, n)
 	w := startWatch(t, bin, dir)
+	defer w.stop()
 	instDir := filepath.Join(dir, ".infrakit", "simulator", "instances", "compute")
 
 	var lat []time.Duration
@@ -186,14 +219,7 @@ func TestBenchWatchHeal(t *testing.T) {
 		lat = append(lat, time.Since(start))
 	}
 	slices.Sort(lat)
-	median, p99 := lat[len(lat)/2], lat[len(lat)-1]
-	var b strings.Builder
-	fmt.Fprintf(&b, "watch heal latency, 3 of %d instances removed, default settings, %d runs\n", n, runs)
-	fmt.Fprintf(&b, "median: %-8s target <= %s  %s\n", ms(median), targetHealMedian, verdict(median <= targetHealMedian))
-	fmt.Fprintf(&b, "p99:    %-8s (the slowest of %d)\n", ms(p99), runs)
-	fmt.Fprintf(&b, "all:    %s\n", joinMS(lat))
-	t.Log("\n" + b.String())
-	fmt.Print(b.String())
+	return lat
 }
 
 // TestBenchWatchIdle measures what watch costs while nothing happens, over
