@@ -67,7 +67,9 @@ func (w *StateRecorder) Document() *state.Document {
 	return w.doc
 }
 
-// Record applies changes and writes the document.
+// Record applies changes and writes the document, except changes that only
+// set recorded members (observationOnly), which are written with the next
+// batch or by Flush.
 func (w *StateRecorder) Record(ctx context.Context, changes []plan.StateChange) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -84,7 +86,24 @@ func (w *StateRecorder) Record(ctx context.Context, changes []plan.StateChange) 
 		}
 	}
 	w.dirty = true
+	if observationOnly(changes) {
+		// Correcting the record of members to what was observed is no
+		// intent: nothing acts on it, and a pass that loses it observes
+		// the same again. It is written with the members the steps make
+		// (or by Flush), which keeps a heal to one write, not two.
+		return nil
+	}
 	return w.write(ctx)
+}
+
+// observationOnly reports whether changes only set recorded members.
+func observationOnly(changes []plan.StateChange) bool {
+	for _, c := range changes {
+		if c.Kind != plan.SetMembers {
+			return false
+		}
+	}
+	return len(changes) > 0
 }
 
 // Created notes a member provisioned.

@@ -173,3 +173,40 @@ func TestMemberWriteFailureStopsTheRun(t *testing.T) {
 		t.Errorf("statuses %v", res.Status)
 	}
 }
+
+// Correcting the recorded members to what was observed is no intent: it
+// is not written at once, but with the next write (here the Flush), so a
+// heal that finds the record behind costs one write, not two. Any other
+// change is written at once.
+func TestStateRecorderObservationWaitsForTheNextWrite(t *testing.T) {
+	ctx := ctxT(t)
+	store := state.NewLocal(filepath.Join(t.TempDir(), "infrakit.state.json"))
+	doc := state.NewDocument()
+	rec := NewStateRecorder(store, doc, nil, time.Hour, nil)
+	members := []state.Instance{{ID: "i-1", State: "running"}}
+	if err := rec.Record(ctx, []plan.StateChange{{Kind: plan.SetMembers, Object: "group.web", Members: members}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.Read(ctx); err != nil {
+		t.Fatal(err)
+	} else if got.Serial != 0 {
+		t.Fatalf("the observed members were written at once (serial %d)", got.Serial)
+	}
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := got.Groups["web"]; g == nil || !slices.Equal(g.Instances, members) {
+		t.Fatalf("after the flush the state records %+v, want %+v", got.Groups, members)
+	}
+	serial := got.Serial
+	if err := rec.Record(ctx, []plan.StateChange{{Kind: plan.MarkFreed, Object: "group.web"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.Read(ctx); err != nil || got.Serial != serial+1 || !got.Groups["web"].Freed {
+		t.Fatalf("a mark was not written at once: %+v, %v", got, err)
+	}
+}
