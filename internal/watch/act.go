@@ -24,20 +24,14 @@ import (
 
 // act plans and executes the pass's decision, holding the state lease, and
 // records the group's members. It returns the members created and
-// destroyed.
+// destroyed. held says the pass took the lease before it listed the group
+// (observeGroup); act releases it in any case.
 func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSpec, o observation, dn decision,
-	live []state.Instance, res *passResult, log hclog.Logger) ([]group.Member, []instance.ID, error) {
-	if err := t.lease.acquire(ctx, spec.lineage, spec.serial); err != nil {
-		if errors.Is(err, errStale) {
-			log.Debug("the state changed since this pass read it; passing again")
-			res.stale = true
-			return nil, nil, nil
+	live []state.Instance, res *passResult, log hclog.Logger, held bool) ([]group.Member, []instance.ID, error) {
+	if !held {
+		if err := s.takeLease(ctx, t, spec, res, log); err != nil {
+			return nil, nil, ignoreStale(err)
 		}
-		if deposed(err) {
-			log.Warn("not acting: this watch no longer leads", "error", err)
-			res.deposed = true
-		}
-		return nil, nil, err
 	}
 	release, err := s.acting.hold(ctx, []string{gs.name})
 	if err != nil {
@@ -47,15 +41,18 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 	// What the pass decided on was listed without the lock: another
 	// process (a `group scale` since killed) may have made or destroyed
 	// members meanwhile and recorded nothing. List again under the lock,
-	// and act only on a listing that still holds.
-	if relisted, err := o.inst.Describe(ctx, false); err != nil || !sameMembership(o.descs, relisted) {
-		release()
-		t.lease.release()
-		if err == nil {
-			log.Debug("the group's members changed since this pass listed them; passing again")
-			res.relist = true
+	// and act only on a listing that still holds. A listing made under
+	// the lock holds.
+	if !held {
+		if relisted, err := o.inst.Describe(ctx, false); err != nil || !sameMembership(o.descs, relisted) {
+			release()
+			t.lease.release()
+			if err == nil {
+				log.Debug("the group's members changed since this pass listed them; passing again")
+				res.relist = true
+			}
+			return nil, nil, err
 		}
-		return nil, nil, err
 	}
 	p, w, err := s.passPlan(ctx, spec, o, dn.work, log)
 	if err != nil {
@@ -99,6 +96,34 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 		res.deposed = true
 	}
 	return created, destroyed, errors.Join(r.Errors(), r.Err, werr)
+}
+
+// takeLease takes the state lease for a pass that read the state at spec's
+// serial. It returns errStale (res.stale set) when another process wrote
+// the state since, and marks res deposed when this watch no longer leads.
+// Call t.lease.release after a nil error.
+func (s *service) takeLease(ctx context.Context, t *term, spec groupSpec, res *passResult, log hclog.Logger) error {
+	err := t.lease.acquire(ctx, spec.lineage, spec.serial)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errStale):
+		log.Debug("the state changed since this pass read it; passing again")
+		res.stale = true
+	case deposed(err):
+		log.Warn("not acting: this watch no longer leads", "error", err)
+		res.deposed = true
+	}
+	return err
+}
+
+// ignoreStale is err, or nil for errStale: a stale pass is passed again,
+// which is no failure.
+func ignoreStale(err error) error {
+	if errors.Is(err, errStale) {
+		return nil
+	}
+	return err
 }
 
 // passPlan is the plan of a pass's work, and the work it plans: the

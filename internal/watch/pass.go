@@ -184,8 +184,11 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 		s.rec.SetGroup(rep)
 		return res
 	}
-	o, err := s.observeGroup(ctx, gs, spec, d, full)
-	if err != nil || ctx.Err() != nil {
+	o, held, err := s.observeGroup(ctx, t, gs, spec, d, full, &res, log)
+	if err != nil || ctx.Err() != nil || res.stale {
+		if held {
+			t.lease.release()
+		}
 		return report(err) // shutting down: a partial observation is no observation
 	}
 	dn := s.decide(gs, spec, d, o, log)
@@ -204,8 +207,11 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	var created []group.Member
 	var destroyed []instance.ID
 	if acting && ctx.Err() == nil { // shutting down: start nothing new
-		created, destroyed, err = s.act(ctx, t, gs, spec, o, dn, live, &res, log)
+		created, destroyed, err = s.act(ctx, t, gs, spec, o, dn, live, &res, log, held)
 	} else {
+		if held {
+			t.lease.release()
+		}
 		s.acting.setDestroying(gs.name, destroyingOf(o, nil))
 	}
 	// A replacement whose old member was not taken away (the pass did not
@@ -243,32 +249,42 @@ type observation struct {
 }
 
 // observeGroup lists the group (with health when it matters) and lets the
-// self-healing policy adjust what Decide sees.
-func (s *service) observeGroup(ctx context.Context, gs *groupState, spec groupSpec, d group.Desired, full bool) (observation, error) {
-	var o observation
+// self-healing policy adjust what Decide sees. A pass started by a
+// provider event (not full) most likely acts: it takes the state lease
+// before it lists (held), so that act need not list again under the lock
+// (the heal's latency); it returns with res.stale set, holding nothing,
+// when the state changed since the pass read it.
+func (s *service) observeGroup(ctx context.Context, t *term, gs *groupState, spec groupSpec, d group.Desired, full bool,
+	res *passResult, log hclog.Logger) (o observation, held bool, err error) {
 	cfg := spec.cfg
 	for _, key := range providerKeys(cfg) {
 		if _, err := s.prov.client(ctx, key); err != nil {
-			return o, fmt.Errorf("group %q: %w", gs.name, err)
+			return o, false, fmt.Errorf("group %q: %w", gs.name, err)
 		}
 	}
 	inst, err := s.runner.Instances(ctx, spec.stack, cfg)
 	if err != nil {
-		return o, err
+		return o, false, err
+	}
+	if !full {
+		if err := s.takeLease(ctx, t, spec, res, log); err != nil {
+			return o, false, ignoreStale(err)
+		}
+		held = true
 	}
 	o.inst = inst
 	withHealth := d.ReplaceUnhealthy && (full || len(gs.inflight) > 0 || gs.tracker.Status(time.Now()).Unhealthy > 0)
 	o.descs, o.members, err = inst.ObserveDescriptions(ctx, withHealth)
 	if err != nil {
 		s.prov.failed(ctx, cfg.Instance.Provider, "DescribeInstances", err)
-		return o, err
+		return o, held, err
 	}
 	if !withHealth && healthMatters(d, o.members, gs, spec) {
 		o.members = inst.ObserveFrom(ctx, o.descs, true)
 	}
 	o.now = time.Now()
 	o.adj = gs.tracker.Adjust(o.now, d, o.members)
-	return o, nil
+	return o, held, nil
 }
 
 // decision is what a pass decided to do to its group.
