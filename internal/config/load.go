@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -161,7 +162,7 @@ func specificationFiles(st *Stack, dir string) ([]string, hcl.Diagnostics, error
 	var names []string
 	var diags hcl.Diagnostics
 	for _, e := range entries {
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !legacy.IsFile(e.Name()) || isStateFile(e.Name()) || IsVarFile(e.Name()) {
+		if !isSpecificationCandidate(e) {
 			continue
 		}
 		name := filepath.Join(dir, e.Name())
@@ -191,6 +192,38 @@ func specificationFiles(st *Stack, dir string) ([]string, hcl.Diagnostics, error
 		}
 	}
 	return names, diags, nil
+}
+
+// isSpecificationCandidate reports whether a directory entry may be a
+// specification: a *.json, *.yml or *.yaml file that is not hidden, not the
+// state's and not a variable file. Its content decides whether it is one.
+func isSpecificationCandidate(e os.DirEntry) bool {
+	return !e.IsDir() && !strings.HasPrefix(e.Name(), ".") && legacy.IsFile(e.Name()) && !isStateFile(e.Name()) && !IsVarFile(e.Name())
+}
+
+// DirFiles lists every file of dir that LoadWith may read from it, in name
+// order: the stack files (StackFiles), the files that may be
+// specifications (the loader reads each to decide, and warns about one that
+// does not parse) and the variable files (VarFile, *AutoVarFileSuffix, and
+// their .json forms). A copy of these files loads as dir does: the remote
+// CLI sends them to the watch that plans.
+func DirFiles(dir string) ([]string, error) {
+	names, err := StackFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if isSpecificationCandidate(e) {
+			names = append(names, filepath.Join(dir, e.Name()))
+		}
+	}
+	names = append(names, autoVarFiles(dir)...)
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }
 
 // formatName is "JSON" or "YAML", by the file's extension.

@@ -444,3 +444,65 @@ func TestLoadNoFiles(t *testing.T) {
 		t.Errorf("diags = %v", diags)
 	}
 }
+
+func TestDirFiles(t *testing.T) {
+	// DirFiles lists what Load reads of a directory: the stack files, the
+	// files that may be specifications and the variable files, not the
+	// lock file, the state, other files or subdirectories. A directory
+	// holding only those loads the same stack.
+	st, diags, dir := loadSource(t, map[string]string{
+		"main.hcl":            "stack \"s\" {}\nprovider \"sim\" {}\nprovider \"van\" {}\nvariable \"size\" { type = number }\n" + group("g", "size = var.size"),
+		"infrakit.ivars":      "size = 2\n",
+		"prod.auto.ivars":     "size = 3\n",
+		"spec.json":           webGroupJSON,
+		"notes.yaml":          "just: notes\n",
+		".infrakit.lock.hcl":  `provider "x" { version = "1" }`,
+		"infrakit.state.json": `{"version": 1}`,
+		"README.md":           "not a stack file",
+		"other.ivars":         "size = 9\n",
+	})
+	if err := os.Mkdir(filepath.Join(dir, "sub.hcl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names, err := config.DirFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range names {
+		got = append(got, filepath.Base(n))
+	}
+	want := []string{"infrakit.ivars", "main.hcl", "notes.yaml", "prod.auto.ivars", "spec.json"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("DirFiles = %q, want %q", got, want)
+	}
+	copyDir := filepath.Join(t.TempDir(), filepath.Base(dir))
+	if err := os.Mkdir(copyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(copyDir, filepath.Base(n)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, againDiags := config.Load(copyDir)
+	if diags.HasErrors() {
+		t.Fatalf("the directory does not load:\n%s", render(st, diags))
+	}
+	size := func(st *config.Stack) int {
+		for _, g := range st.Groups {
+			if g.Name == "g" && g.Size != nil {
+				return *g.Size
+			}
+		}
+		return -1
+	}
+	if render(st, diags) != strings.ReplaceAll(render(again, againDiags), copyDir, dir) || len(again.Groups) != 2 ||
+		size(again) != 3 || size(st) != 3 {
+		t.Errorf("the copy loads otherwise:\n%s\nthan the directory:\n%s", render(again, againDiags), render(st, diags))
+	}
+}
