@@ -144,21 +144,32 @@ func readPlan(path string) (*plan.Plan, error) {
 var errNotApproved = errors.New("only 'yes' is accepted to approve")
 
 // approve asks the user to type "yes" before the command's action (verb:
-// "apply", "destroy"). Without a terminal to ask on (stdin closed,
-// redirected from a file or /dev/null) it refuses at once rather than hang
-// or guess, and says how to go on without asking.
+// "apply", "destroy"), as askApproval asks.
 func (m *Meta) approve(verb, question, detail string) error {
-	if f, ok := m.stdin().(*os.File); ok && !isatty.IsTerminal(f.Fd()) && !isatty.IsCygwinTerminal(f.Fd()) {
-		return fmt.Errorf("cannot ask for approval: stdin is not a terminal; run with -auto-approve to %s without asking", verb)
-	}
-	answer, err := m.Ui.Ask(fmt.Sprintf("%s\n  %s\n  Only 'yes' will be accepted to approve.\n\n  Enter a value:", question, detail))
+	answer, err := m.askApproval(verb, fmt.Sprintf("%s\n  %s\n  Only 'yes' will be accepted to approve.\n\n  Enter a value:", question, detail))
 	if err != nil {
-		return fmt.Errorf("no answer (%v); run with -auto-approve to %s without asking", err, verb)
+		return err
 	}
 	if strings.TrimSpace(answer) != "yes" {
 		return errNotApproved
 	}
 	return nil
+}
+
+// askApproval asks prompt on the terminal and returns what was typed.
+// Without a terminal to ask on (stdin closed, redirected from a file or
+// /dev/null) it refuses at once rather than hang or guess, and says how to
+// go on without asking (-auto-approve to verb). The remote CLI asks the
+// questions of a remote command with it.
+func (m *Meta) askApproval(verb, prompt string) (string, error) {
+	if f, ok := m.stdin().(*os.File); ok && !isatty.IsTerminal(f.Fd()) && !isatty.IsCygwinTerminal(f.Fd()) {
+		return "", fmt.Errorf("cannot ask for approval: stdin is not a terminal; run with -auto-approve to %s without asking", verb)
+	}
+	answer, err := m.Ui.Ask(prompt)
+	if err != nil {
+		return "", fmt.Errorf("no answer (%v); run with -auto-approve to %s without asking", err, verb)
+	}
+	return answer, nil
 }
 
 // stdin is where Ui reads answers from, when it can be told.

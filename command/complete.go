@@ -41,13 +41,24 @@ func withCompletion(meta Meta, table map[string]cli.CommandFactory) map[string]c
 	return out
 }
 
-// AutocompleteFlags are the flags the command defines: it is run with -h
-// and nothing to talk to, so it defines its flags and stops at parsing them.
+// AutocompleteFlags are the flags the command defines.
 func (c completing) AutocompleteFlags() complete.Flags {
-	m := NewMeta(c.meta.WorkDir, strings.NewReader(""), io.Discard, io.Discard)
+	flags := complete.Flags{}
+	for _, fs := range commandFlagSets(c.meta.WorkDir, c.name) {
+		fs.VisitAll(func(f *flag.Flag) { flags["-"+f.Name] = flagPredictor(f) })
+	}
+	return flags
+}
+
+// commandFlagSets are the flag sets the command name makes, learnt from the
+// command itself: it is run with -h and nothing to talk to, so it defines
+// its flags and stops at parsing them. Shell completion and the remote CLI
+// (which sends the files that flags name) read them.
+func commandFlagSets(workDir, name string) []*flag.FlagSet {
+	m := NewMeta(workDir, strings.NewReader(""), io.Discard, io.Discard)
 	var sets []*flag.FlagSet
 	m.captureFlags = func(fs *flag.FlagSet) { sets = append(sets, fs) }
-	factory, ok := commandTable(m)[c.name]
+	factory, ok := commandTable(m)[name]
 	if !ok {
 		return nil
 	}
@@ -56,16 +67,12 @@ func (c completing) AutocompleteFlags() complete.Flags {
 		return nil
 	}
 	cmd.Run([]string{"-h"})
-	flags := complete.Flags{}
-	for _, fs := range sets {
-		fs.VisitAll(func(f *flag.Flag) { flags["-"+f.Name] = flagPredictor(f) })
-	}
-	return flags
+	return sets
 }
 
 // flagPredictor is what a flag's value may be.
 func flagPredictor(f *flag.Flag) complete.Predictor {
-	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+	if isBoolFlag(f) {
 		return complete.PredictNothing
 	}
 	switch f.Name {
