@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/posener/complete"
 
 	"github.com/infrakit/infrakit/command"
+	"github.com/infrakit/infrakit/internal/remote"
 )
 
 // Version is infrakit's version, set at build time with
@@ -58,6 +58,15 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	address, args, err := extractAddress(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: invalid -address option: %s\n", err)
+		return 1
+	}
+	addressFlag := address != ""
+	if !addressFlag {
+		address = os.Getenv(remote.EnvAddress)
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintf(stderr, "Error: finding the working directory: %s\n", err)
@@ -72,6 +81,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	meta.Logger = logger
 	meta.Version = Version
 	meta.ShutdownCtx = ctx
+	meta.Address, meta.AddressFlag = address, addressFlag
 	commands := command.Commands(meta)
 
 	// -v, -version and --version alone are the version command.
@@ -101,7 +111,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		AutocompleteInstall:   "install-autocomplete",
 		AutocompleteUninstall: "uninstall-autocomplete",
 		AutocompleteGlobalFlags: complete.Flags{
-			"-chdir": complete.PredictDirs("*"),
+			"-chdir":   complete.PredictDirs("*"),
+			"-address": complete.PredictAnything,
 		},
 	}
 	// cli answers an unknown command with the usage and exit code 127; the
@@ -139,25 +150,39 @@ func isCommand(commands map[string]cli.CommandFactory, name string) bool {
 // and returns DIR (empty when absent) and the remaining arguments. Like
 // Terraform's, the option must come before the subcommand and must use "=".
 func extractChdir(args []string) (string, []string, error) {
-	dir, pos := "", -1
+	return extractGlobal(args, "chdir", "DIR", "a directory")
+}
+
+// extractAddress removes an -address=URL option standing before the
+// subcommand, as extractChdir removes -chdir.
+func extractAddress(args []string) (string, []string, error) {
+	return extractGlobal(args, "address", "URL", "a URL")
+}
+
+// extractGlobal removes the global option -name=VALUE (the last when
+// repeated) from the options before the subcommand and returns VALUE
+// (empty when absent) and the remaining arguments. metavar and what say
+// what the value is, for the message of an option without one.
+func extractGlobal(args []string, name, metavar, what string) (string, []string, error) {
+	value, pos := "", -1
 	for i, arg := range args {
 		if !strings.HasPrefix(arg, "-") {
-			break // the subcommand: -chdir after it belongs to the subcommand
+			break // the subcommand: the option after it belongs to the subcommand
 		}
-		name, value, hasValue := strings.Cut(strings.TrimPrefix(arg, "-"), "=")
-		if name != "chdir" && name != "-chdir" {
+		n, v, hasValue := strings.Cut(strings.TrimPrefix(arg, "-"), "=")
+		if n != name && n != "-"+name {
 			continue
 		}
-		if !hasValue || value == "" {
-			return "", args, errors.New("must be -chdir=DIR, with an equals sign and a directory")
+		if !hasValue || v == "" {
+			return "", args, fmt.Errorf("must be -%s=%s, with an equals sign and %s", name, metavar, what)
 		}
-		dir, pos = value, i
+		value, pos = v, i
 	}
 	if pos < 0 {
 		return "", args, nil
 	}
 	rest := slices.Concat(args[:pos], args[pos+1:])
-	return dir, rest, nil
+	return value, rest, nil
 }
 
 // newLogger builds the root logger from INFRAKIT_LOG (level) and
@@ -206,6 +231,9 @@ ingress, NFS enrollments) converged through provider plugins.
 
 Global options (before the command):
   -chdir=DIR     Switch to DIR before doing anything else.
+  -address=URL   Run the object commands (group, lb, ingress, enrollment,
+                 show, output, plan, apply) against the infrakit watch
+                 serving at URL, as if typed there (INFRAKIT_ADDR too).
   -help          Show this help, or a command's help after the command
                  ("infrakit help COMMAND" is the same).
   -version       Same as the version command.
@@ -218,6 +246,12 @@ Environment:
                           (default off; watch logs at info to stderr unless
                           INFRAKIT_LOG or INFRAKIT_LOG_PATH is set).
   INFRAKIT_LOG_PATH       Append logs to this file instead of stderr.
+  INFRAKIT_ADDR           -address, when the option is not given (then
+                          the other commands still run here).
+  INFRAKIT_TOKEN          The API token the remote CLI sends (the watch's
+                          .infrakit/api-token).
+  INFRAKIT_CACERT         PEM file of the CA to trust for an https
+                          -address.
   INFRAKIT_PLUGIN_PATH    Directories (separated like PATH) where init looks
                           for provider binaries, after -plugin-dir.
   INFRAKIT_SIMULATOR_DIR  Where the simulator provider keeps its objects

@@ -220,3 +220,39 @@ func TestHelpCommand(t *testing.T) {
 		t.Errorf("help frobnicate: exit %d, stderr %q", code, stderr)
 	}
 }
+
+func TestExtractAddress(t *testing.T) {
+	addr, rest, err := extractAddress([]string{"-chdir=x", "-address=https://w:8443", "group", "ls", "-address=y"})
+	if err != nil || addr != "https://w:8443" || !slices.Equal(rest, []string{"-chdir=x", "group", "ls", "-address=y"}) {
+		t.Errorf("extractAddress = %q, %q, %v", addr, rest, err)
+	}
+	if _, _, err := extractAddress([]string{"-address", "http://w:1", "show"}); err == nil || !strings.Contains(err.Error(), "-address=URL") {
+		t.Errorf("without =: %v", err)
+	}
+}
+
+// TestAddressRefusesLocalCommands: with -address the commands that run
+// where the state is refuse and say why; with INFRAKIT_ADDR alone they run
+// here as ever. (The remote commands themselves are tested in package
+// command and end to end.)
+func TestAddressRefusesLocalCommands(t *testing.T) {
+	t.Chdir(t.TempDir())
+	code, stdout, stderr, _ := run(t, "-address=http://127.0.0.1:1", "init")
+	if code != 1 || stdout != "" ||
+		!strings.Contains(stderr, "infrakit init runs where the state is; it cannot run against a remote watch (-address)") {
+		t.Errorf("init with -address: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// A parent only prints its help, wherever.
+	if code, _, stderr, _ := run(t, "-address=http://127.0.0.1:1", "group"); code != 1 || !strings.Contains(stderr, "Subcommands:") ||
+		strings.Contains(stderr, "remote watch") {
+		t.Errorf("group with -address: exit %d, stderr %q", code, stderr)
+	}
+	t.Setenv("INFRAKIT_ADDR", "http://127.0.0.1:1")
+	if code, stdout, stderr, _ := run(t, "version"); code != 0 || !strings.HasPrefix(stdout, "infrakit v") {
+		t.Errorf("version with INFRAKIT_ADDR: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// A remote command goes to the address, where nobody listens.
+	if code, _, stderr, _ := run(t, "group", "ls"); code != 1 || !strings.Contains(stderr, "Cannot reach the watch") {
+		t.Errorf("group ls with INFRAKIT_ADDR: exit %d, stderr %q", code, stderr)
+	}
+}

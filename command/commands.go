@@ -16,10 +16,10 @@ package command
 import "github.com/mitchellh/cli"
 
 // Commands is the command table main runs: verb -> factory. Every command
-// gets its own copy of meta, and shell completion of its flags and
-// arguments.
+// gets its own copy of meta, shell completion of its flags and arguments,
+// and runs against a remote watch when meta.Address says so (remote.go).
 func Commands(meta Meta) map[string]cli.CommandFactory {
-	return withCompletion(meta, commandTable(meta))
+	return withCompletion(meta, withRemote(meta, commandTable(meta)))
 }
 
 // commandTable is the table itself.

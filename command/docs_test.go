@@ -175,7 +175,7 @@ func TestCLIDocsMatchCommands(t *testing.T) {
 	for name := range table {
 		known[name] = true
 	}
-	global := []string{"-chdir", "-help", "-h", "-version", "-v"}
+	global := []string{"-chdir", "-address", "-help", "-h", "-version", "-v"}
 	documented := map[string]bool{}
 	for _, s := range cliDocSections(t, known) {
 		if len(s.commands) == 0 {

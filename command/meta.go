@@ -41,6 +41,13 @@ type Meta struct {
 	// WorkDir is the absolute working directory (after -chdir): stack files,
 	// .infrakit/, the lock file and the local state live here.
 	WorkDir string
+	// Address, when set, is the URL of a running watch that the object
+	// commands run against instead of here (-address, else INFRAKIT_ADDR;
+	// see remote.go). AddressFlag says it came from -address: the commands
+	// that cannot run remotely then refuse, where with INFRAKIT_ADDR alone
+	// they run here.
+	Address     string
+	AddressFlag bool
 	// Logger is the root logger (INFRAKIT_LOG); commands take a Named child.
 	Logger hclog.Logger
 	// Version is infrakit's version.
