@@ -190,7 +190,7 @@ func (d *dockerBench) watch() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(d.bin, "infrakit"), "watch", "-listen", "127.0.0.1:0")
+	cmd := exec.Command(filepath.Join(d.bin, "infrakit"), "watch", "-listen", "127.0.0.1:0", "-public-read")
 	cmd.Dir, cmd.Env = d.dir, d.env
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

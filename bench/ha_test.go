@@ -149,7 +149,7 @@ var haServing = regexp.MustCompile(`serving http://([^/ ]+)/v1/status`)
 func (h *haBench) start(dir string) *haWatch {
 	t := h.t
 	t.Helper()
-	cmd := exec.Command(filepath.Join(h.bin, "infrakit"), "watch", "-listen", "127.0.0.1:0")
+	cmd := exec.Command(filepath.Join(h.bin, "infrakit"), "watch", "-listen", "127.0.0.1:0", "-public-read")
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), "INFRAKIT_SIMULATOR_DIR="+h.simDir)
 	w := &haWatch{dir: dir, cmd: cmd, out: new(syncbuf.Buffer), exited: make(chan struct{})}

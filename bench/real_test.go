@@ -121,7 +121,7 @@ func (r *realBench) infrakit(args ...string) {
 // test's end stops it.
 func (r *realBench) startWatch() (addr string, stderr *bytes.Buffer) {
 	r.t.Helper()
-	cmd := exec.Command(filepath.Join(r.bin, "infrakit"), "watch", "-listen", "127.0.0.1:0")
+	cmd := exec.Command(filepath.Join(r.bin, "infrakit"), "watch", "-listen", "127.0.0.1:0", "-public-read")
 	cmd.Dir, cmd.Env = r.dir, r.env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -62,6 +62,7 @@ type benchWatch struct {
 	cmd      *exec.Cmd
 	pid      int
 	addr     string
+	token    string // the API token ("" for a baseline that has none)
 	stderr   *bytes.Buffer
 	stopOnce sync.Once
 }
@@ -95,6 +96,9 @@ func startWatch(t *testing.T, bin, dir string) *benchWatch {
 	if w.addr == "" {
 		t.Fatalf("watch did not start:\n%s", w.stderr)
 	}
+	if token, err := os.ReadFile(filepath.Join(dir, ".infrakit", "api-token")); err == nil {
+		w.token = strings.TrimSpace(string(token))
+	}
 	go func() { _, _ = bufio.NewReader(stdout).WriteTo(discard{}) }() // drain until exit
 	deadline := time.Now().Add(2 * time.Minute)
 	for w.passes(t) == 0 {
@@ -120,7 +124,14 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 func (w *benchWatch) passes(t *testing.T) int {
 	t.Helper()
-	resp, err := http.Get("http://" + w.addr + "/v1/status")
+	req, err := http.NewRequest(http.MethodGet, "http://"+w.addr+"/v1/status", nil)
+	if err != nil {
+		return 0
+	}
+	if w.token != "" {
+		req.Header.Set("Authorization", "Bearer "+w.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0
 	}

@@ -78,7 +78,7 @@ func (c *ApplyCommand) Run(args []string) int {
 
 	var p *plan.Plan
 	if planFile != "" {
-		if p, err = readPlan(c.Path(planFile)); err != nil {
+		if p, err = readPlan(c.ClientPath(planFile)); err != nil {
 			c.showError("Error reading the saved plan", err)
 			return 1
 		}
@@ -354,7 +354,7 @@ func isTerminal(w io.Writer) bool {
 // color reports whether to color output: on a terminal, unless -no-color,
 // NO_COLOR (any value, https://no-color.org) or TERM=dumb says otherwise.
 func (m *Meta) color(noColor bool) bool {
-	return !noColor && colorAllowed(os.Getenv) && isTerminal(m.Stdout)
+	return !noColor && colorAllowed(os.Getenv) && (m.Terminal || isTerminal(m.Stdout))
 }
 
 // colorAllowed reports whether the environment allows ANSI colors.
@@ -387,7 +387,7 @@ type progressPrinter struct {
 }
 
 func (m *Meta) newProgressPrinter() *progressPrinter {
-	return &progressPrinter{out: m.Stdout, ui: m.Ui, tty: isTerminal(m.Stdout)}
+	return &progressPrinter{out: m.Stdout, ui: m.Ui, tty: m.Terminal || isTerminal(m.Stdout)}
 }
 
 func (p *progressPrinter) callback() func(execute.Event) {

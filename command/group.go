@@ -240,6 +240,7 @@ type groupRunnerOptions struct {
 func (m *Meta) groupRunner(o groupRunnerOptions) (*operation.Runner, error) {
 	return operation.New(m.Context(), operation.Options{
 		WorkDir:     m.WorkDir,
+		StackDir:    m.stackDir(),
 		ExtraFiles:  m.stackFilePaths(o.files),
 		Inputs:      m.inputs(),
 		Logger:      m.Logger.Named(strings.ReplaceAll(o.operation, " ", "-")),

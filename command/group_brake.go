@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/infrakit/infrakit/internal/api"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/watch"
 	"github.com/infrakit/infrakit/internal/watch/status"
@@ -31,9 +33,16 @@ func (m *Meta) watchGroup(ctx context.Context, group string) (g status.Group, fr
 	}
 	ctx, cancel := context.WithTimeout(ctx, watchAskTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+from.Listen+"/v1/status", nil)
+	scheme := from.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+from.Listen+"/v1/status", nil)
 	if err != nil {
 		return g, from, false
+	}
+	if token := localToken(from); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -50,6 +59,22 @@ func (m *Meta) watchGroup(ctx context.Context, group string) (g status.Group, fr
 		}
 	}
 	return g, from, false
+}
+
+// localToken is the API token of the watch from: INFRAKIT_TOKEN, else its
+// token file ("" when neither is there: a -public-read watch needs none).
+func localToken(from watch.Holder) string {
+	if t := strings.TrimSpace(os.Getenv(api.TokenEnv)); t != "" {
+		return t
+	}
+	if from.TokenFile == "" {
+		return ""
+	}
+	data, err := os.ReadFile(from.TokenFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
 }
 
 // brakeLine is group describe's line about the brake, as the watch running

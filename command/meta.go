@@ -56,12 +56,28 @@ type Meta struct {
 	// SIGINT or SIGTERM, see NotifyShutdown). Use Context().
 	ShutdownCtx context.Context
 
+	// ClientDir, when set, is where the stack files and the files the user
+	// names (-f, -var-file, -out, a plan file) are, instead of WorkDir: a
+	// command a remote CLI runs in the watch process (internal/api) finds
+	// the files it sent there, and the state, the providers and the lock
+	// file in WorkDir.
+	ClientDir string
+	// Env, when set, is the environment the stack's variables are read
+	// from (INFRAKIT_VAR_*) instead of the process's: a remote CLI's.
+	Env []string
+	// Terminal says Stdout is a terminal even when it is not a file: the
+	// remote CLI's is, so colors and progress are rendered as there.
+	Terminal bool
+
 	// captureFlags, when set, receives every flag set the command makes:
 	// shell completion learns a command's flags from the command itself.
 	captureFlags func(*flag.FlagSet)
 	// flags is the flag set the command made last, where inputs() finds
 	// -var and -var-file.
 	flags *flag.FlagSet
+	// diagnostics, when set, also receives every diagnostic shown, as
+	// JSON: the API answers errors with them (APIRunner).
+	diagnostics func([]config.JSONDiagnostic)
 }
 
 // NewMeta returns a Meta for work in workDir with a Ui over the given
@@ -101,6 +117,32 @@ func (m *Meta) Path(elem ...string) string {
 	return filepath.Join(m.WorkDir, p)
 }
 
+// ClientPath resolves a path the user named (a -f or -var-file file, a plan
+// file to write or read) against ClientDir when it is set (an absolute
+// path too: every name the remote CLI sent lives under it), else as Path.
+func (m *Meta) ClientPath(elem ...string) string {
+	if m.ClientDir == "" {
+		return m.Path(elem...)
+	}
+	return filepath.Join(m.ClientDir, filepath.Join(elem...))
+}
+
+// stackDir is where the stack files are: ClientDir, else WorkDir.
+func (m *Meta) stackDir() string {
+	if m.ClientDir != "" {
+		return m.ClientDir
+	}
+	return m.WorkDir
+}
+
+// environ is the environment the stack's variables are read from.
+func (m *Meta) environ() []string {
+	if m.Env != nil {
+		return m.Env
+	}
+	return os.Environ()
+}
+
 // WriteJSON writes v to Stdout as indented JSON followed by a newline: the
 // -json output of commands that print one document.
 func (m *Meta) WriteJSON(v any) error {
@@ -122,6 +164,9 @@ func (m *Meta) ShowDiagnostics(files map[string]*hcl.File, diags hcl.Diagnostics
 		return
 	}
 	files, diags = m.relativeDiagnostics(files, diags)
+	if m.diagnostics != nil {
+		m.diagnostics(config.JSONDiagnostics(files, diags))
+	}
 	if err := config.WriteDiagnostics(m.Stderr, files, diags, false); err != nil {
 		// Stderr itself failed; there is nowhere left to report it.
 		m.Logger.Error("writing diagnostics", "error", err)
@@ -133,11 +178,12 @@ func (m *Meta) ShowDiagnostics(files map[string]*hcl.File, diags hcl.Diagnostics
 // in the location of each diagnostic, and where its detail names a place
 // in one of files ("size is set at stack.hcl:18:3").
 func (m *Meta) relativeDiagnostics(files map[string]*hcl.File, diags hcl.Diagnostics) (map[string]*hcl.File, hcl.Diagnostics) {
+	base := m.stackDir()
 	rel := func(name string) string {
-		if m.WorkDir == "" || !filepath.IsAbs(name) {
+		if base == "" || !filepath.IsAbs(name) {
 			return name
 		}
-		r, err := filepath.Rel(m.WorkDir, name)
+		r, err := filepath.Rel(base, name)
 		if err != nil || strings.HasPrefix(r, "..") {
 			return name
 		}

@@ -50,6 +50,7 @@ func (m *Meta) stackFlagSet(name string) (*flag.FlagSet, *stackFlags) {
 func (m *Meta) runner(op string, sf *stackFlags, progress func(execute.Event)) (*operation.Runner, error) {
 	return operation.New(m.Context(), operation.Options{
 		WorkDir:     m.WorkDir,
+		StackDir:    m.stackDir(),
 		ExtraFiles:  m.stackFilePaths(*sf.files),
 		Inputs:      m.inputs(),
 		Logger:      m.Logger.Named(op),
@@ -105,7 +106,7 @@ func (c *PlanCommand) Run(args []string) int {
 		return 1
 	}
 	if *out != "" {
-		if err := savePlan(c.Path(*out), p); err != nil {
+		if err := savePlan(c.ClientPath(*out), p); err != nil {
 			c.showError("Error saving the plan", err)
 			return 1
 		}

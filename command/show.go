@@ -93,7 +93,7 @@ func (c *ShowCommand) Run(args []string) int {
 		return cli.RunResultHelp
 	}
 	r, err := operation.New(c.Context(), operation.Options{
-		WorkDir: c.WorkDir, ExtraFiles: c.stackFilePaths(*files), Logger: c.Logger.Named("show"),
+		WorkDir: c.WorkDir, StackDir: c.stackDir(), ExtraFiles: c.stackFilePaths(*files), Logger: c.Logger.Named("show"),
 	})
 	if err != nil {
 		c.showError("Error reading the state", err)

@@ -37,7 +37,7 @@ func (m *Meta) stackFilePaths(files []string) []string {
 	}
 	out := make([]string, len(files))
 	for i, f := range files {
-		out[i] = m.Path(f)
+		out[i] = m.ClientPath(f)
 	}
 	return out
 }
@@ -45,5 +45,5 @@ func (m *Meta) stackFilePaths(files []string) []string {
 // loadStack loads the working directory's stack with the -f files. The
 // Stack is never nil; render the diagnostics with ShowDiagnostics(st.Files, diags).
 func (m *Meta) loadStack(files []string) (*config.Stack, hcl.Diagnostics) {
-	return config.LoadWith(m.WorkDir, m.inputs(), m.stackFilePaths(files)...)
+	return config.LoadWith(m.stackDir(), m.inputs(), m.stackFilePaths(files)...)
 }

@@ -3,7 +3,6 @@ package command
 import (
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/infrakit/infrakit/internal/config"
@@ -54,7 +53,7 @@ func flagStackInputs(fs *flag.FlagSet) *fileFlag {
 // of its flag set (files resolved against the working directory) and the
 // environment.
 func (m *Meta) inputs() config.Inputs {
-	in := config.Inputs{Env: os.Environ()}
+	in := config.Inputs{Env: m.environ()}
 	if m.flags == nil {
 		return in
 	}
@@ -68,7 +67,7 @@ func (m *Meta) inputs() config.Inputs {
 	}
 	for _, a := range vf.args.list {
 		if a.File != "" {
-			a.File = m.Path(a.File)
+			a.File = m.ClientPath(a.File)
 		}
 		in.Args = append(in.Args, a)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mitchellh/cli"
 
+	"github.com/infrakit/infrakit/internal/api"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/watch"
 	"github.com/infrakit/infrakit/internal/watch/heal"
@@ -35,6 +36,12 @@ func (c *WatchCommand) Run(args []string) int {
 	brakeSettle := fs.Duration("brake-settle", heal.DefaultBrakeSettle, "how long the mass-failure brake holds after the world last changed")
 	callTimeout := fs.Duration("call-timeout", watch.DefaultCallTimeout, "deadline of each provider call")
 	files := flagStackInputs(fs)
+	tokenFile := fs.String("token-file", "", "read the API token from this file (default: INFRAKIT_TOKEN, else .infrakit/api-token, made at first start)")
+	publicRead := fs.Bool("public-read", false, "let reads of the API through without the token")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate")
+	tlsKey := fs.String("tls-key", "", "the PEM key of -tls-cert")
+	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by this PEM CA")
+	apiTimeout := fs.Duration("api-timeout", api.DefaultTimeout, "deadline of each verb the API runs")
 	rest, err := ParseArgs(fs, args)
 	if err != nil {
 		c.Ui.Error(fmt.Sprintf("Error parsing command-line flags: %s\n", err))
@@ -56,7 +63,22 @@ func (c *WatchCommand) Run(args []string) int {
 	case *callTimeout <= 0:
 		c.Ui.Error(fmt.Sprintf("-call-timeout must be a positive duration such as 2m; got %s.\n", *callTimeout))
 		return cli.RunResultHelp
+	case *apiTimeout <= 0:
+		c.Ui.Error(fmt.Sprintf("-api-timeout must be a positive duration such as 10m; got %s.\n", *apiTimeout))
+		return cli.RunResultHelp
 	}
+	path := func(p string) string { // "" stays unset
+		if p == "" {
+			return ""
+		}
+		return c.Path(p)
+	}
+	tlsFiles := api.TLSFiles{Cert: path(*tlsCert), Key: path(*tlsKey), ClientCA: path(*tlsClientCA)}
+	scheme := "http"
+	if tlsFiles.Enabled() {
+		scheme = "https"
+	}
+	token := api.TokenSource{Env: os.Getenv(api.TokenEnv), File: path(*tokenFile)}
 
 	// SIGHUP reloads; the first SIGINT or SIGTERM cancels Context() (main's
 	// NotifyShutdown), and a second one kills the process.
@@ -76,9 +98,12 @@ func (c *WatchCommand) Run(args []string) int {
 		Reload:      reload,
 		Logger:      c.serviceLogger(),
 		Version:     c.Version,
+		API: watch.APIOptions{
+			Runner: APIRunner{Meta: c.Meta}, Token: token, PublicRead: *publicRead, TLS: tlsFiles, Timeout: *apiTimeout,
+		},
 		Ready: func(addr net.Addr) {
-			c.Ui.Output(fmt.Sprintf("infrakit watch: serving http://%s%s (pid %d); Ctrl-C or SIGTERM stops, SIGHUP reloads.",
-				addr, status.PathStatus, os.Getpid()))
+			c.Ui.Output(fmt.Sprintf("infrakit watch: serving %s://%s%s (pid %d); Ctrl-C or SIGTERM stops, SIGHUP reloads.",
+				scheme, addr, status.PathStatus, os.Getpid()))
 		},
 	})
 	if err != nil {
@@ -175,8 +200,27 @@ Options:
 
   -interval D         How often every group is listed again (default 10s).
 
-  -listen ADDR        Where to serve /v1/status, /v1/events and /metrics
-                      (default 127.0.0.1:24864; port 0 picks one).
+  -listen ADDR        Where to serve the HTTP API, the web UI and /metrics
+                      (default 127.0.0.1:24864; port 0 picks one). An
+                      address that is not loopback needs -tls-cert and
+                      -tls-key.
+
+  -token-file FILE    Read the API token from FILE (mode 0600). Without
+                      it, INFRAKIT_TOKEN gives the token, else
+                      .infrakit/api-token, which watch makes at its first
+                      start. Writes always need the token.
+
+  -public-read        Let reads (GET) of the API and the UI through
+                      without the token.
+
+  -tls-cert FILE      Serve HTTPS with this PEM certificate (and -tls-key).
+
+  -tls-key FILE       The PEM private key of -tls-cert.
+
+  -tls-client-ca FILE Also require every client to present a certificate
+                      signed by this PEM CA.
+
+  -api-timeout D      The deadline of each verb the API runs (default 10m).
 
   -lock-timeout D     How long a pass waits for the state lock (default 30s).
 

@@ -188,7 +188,7 @@ var quickClient = &http.Client{Timeout: 500 * time.Millisecond}
 
 func leadershipOf(p *watchProc) (leaderStatus, error) {
 	var s leaderStatus
-	resp, err := quickClient.Get("http://" + p.addr + "/v1/status")
+	resp, err := p.request(quickClient, "/v1/status")
 	if err != nil {
 		return s, err
 	}

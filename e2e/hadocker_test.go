@@ -466,16 +466,24 @@ func (c *haCluster) apply() {
 // attached to both networks, and waits until each serves its status.
 func (c *haCluster) startManagers() {
 	c.t.Helper()
+	// Listening on the admin network, not loopback, needs TLS. Reads are
+	// public: the test reads every manager's status, each with its own
+	// token.
+	ca := newTestCA(c.t, c.t.TempDir())
+	c.client.Transport = &http.Transport{DisableKeepAlives: true, TLSClientConfig: ca.clientConfig(testTLSName)}
 	for _, m := range c.managers {
+		copyFile(c.t, ca.CertFile, filepath.Join(m.workdir, "tls.crt"))
+		copyFile(c.t, ca.KeyFile, filepath.Join(m.workdir, "tls.key"))
 		args := append([]string{"create", "--name", m.name, "--hostname", m.host}, c.managerArgs(m.workdir)...)
-		c.docker(append(args, c.mgrImage, "watch", "-listen", "0.0.0.0:"+strconv.Itoa(haStatusPort), "-interval", "1s")...)
+		c.docker(append(args, c.mgrImage, "watch", "-listen", "0.0.0.0:"+strconv.Itoa(haStatusPort), "-interval", "1s",
+			"-tls-cert", "/stack/tls.crt", "-tls-key", "/stack/tls.key", "-public-read")...)
 		c.docker("network", "connect", c.adminNet, m.name)
 		c.docker("start", m.name)
 		ip := c.docker("inspect", "-f", fmt.Sprintf(`{{with index .NetworkSettings.Networks %q}}{{.IPAddress}}{{end}}`, c.adminNet), m.name)
 		if net.ParseIP(ip) == nil {
 			c.t.Fatalf("container %s has no address on %s: %q", m.name, c.adminNet, ip)
 		}
-		m.status = "http://" + net.JoinHostPort(ip, strconv.Itoa(haStatusPort)) + "/v1/status"
+		m.status = "https://" + net.JoinHostPort(ip, strconv.Itoa(haStatusPort)) + "/v1/status"
 	}
 	c.waitRounds("every manager to serve /v1/status", nil, func(r haRound) bool {
 		for _, s := range r {

@@ -228,7 +228,7 @@ func TestWatchBrakeHolds(t *testing.T) {
 	within(t, time.Minute, "all 7 replaced", func() bool { return len(w.simulatorInstances("compute")) == size })
 	t.Logf("7 of 7 removed: the brake held %s (settle %s), then all were replaced by %s",
 		first.Sub(*since).Round(time.Millisecond), settle, time.Since(*since).Round(time.Millisecond))
-	resp, err := quickClient.Get("http://" + p.addr + "/metrics")
+	resp, err := p.request(quickClient, "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

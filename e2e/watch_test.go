@@ -53,6 +53,7 @@ type watchProc struct {
 	cmd            *exec.Cmd
 	pid            int
 	addr           string
+	token          string // the API token, from the workdir's token file
 	stdout, stderr *syncbuf.Buffer
 	exited         chan struct{}
 	code           int // once exited is closed
@@ -92,6 +93,11 @@ func (w *workdir) startWatch(env []string, args ...string) *watchProc {
 		if m := servingLine.FindStringSubmatch(p.stdout.String()); m != nil {
 			p.addr = m[1]
 			p.pid, _ = strconv.Atoi(m[2])
+			token, err := os.ReadFile(filepath.Join(w.dir, ".infrakit", "api-token"))
+			if err != nil {
+				w.t.Fatalf("watch serves, but its API token: %v", err)
+			}
+			p.token = strings.TrimSpace(string(token))
 			return p
 		}
 		select {
@@ -187,9 +193,19 @@ func (p *watchProc) eventKinds() []string {
 	return out
 }
 
+// request GETs path of the watch's API with its token.
+func (p *watchProc) request(c *http.Client, path string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+p.addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	return c.Do(req)
+}
+
 func (p *watchProc) get(path string, v any) {
 	p.t.Helper()
-	resp, err := http.Get("http://" + p.addr + path)
+	resp, err := p.request(http.DefaultClient, path)
 	if err != nil {
 		p.t.Fatalf("GET %s: %v\n%s", path, err, p.stderr)
 	}

@@ -246,7 +246,7 @@ watch_pid=$!
 api=""
 for _ in $(seq 300); do
 	api="$(sed -n 's|.*serving \(http://[^ ]*/v1/status\).*|\1|p' watch.log | sed -n 1p)"
-	if [[ -n "$api" ]] && curl -s --max-time 2 "$api" | tr -d ' \n' | grep -q '"healthy":3'; then
+	if [[ -n "$api" ]] && curl -s --max-time 2 -H "Authorization: Bearer $(cat .infrakit/api-token)" "$api" | tr -d ' \n' | grep -q '"healthy":3'; then
 		break
 	fi
 	sleep 0.1

@@ -75,7 +75,7 @@ await_watch() {
 			if ! command -v curl >/dev/null; then
 				break
 			fi
-			passes="$(curl -s --max-time 2 "$api" | tr -d ' \n' | sed -n 's/.*"passes":\([0-9]*\).*/\1/p')"
+			passes="$(curl -s --max-time 2 -H "Authorization: Bearer $(cat .infrakit/api-token)" "$api" | tr -d ' \n' | sed -n 's/.*"passes":\([0-9]*\).*/\1/p')"
 			if [[ -n "$passes" && "$passes" -gt 0 ]]; then
 				echo "    watch serves $api and has made its first pass"
 				return

@@ -29,6 +29,10 @@ import (
 type Options struct {
 	// WorkDir holds the stack files, the state and .infrakit/.
 	WorkDir string
+	// StackDir, when set, holds the stack files instead of WorkDir: the
+	// files a remote CLI sent (internal/api), planned against WorkDir's
+	// state and providers.
+	StackDir string
 	// ExtraFiles are stack files named with -f, read beside WorkDir's.
 	ExtraFiles []string
 	// Inputs are the values of the stack's variables (-var, -var-file,

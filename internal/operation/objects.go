@@ -43,7 +43,7 @@ func (r *Runner) stackFor(ctx context.Context, has func(*config.Stack) bool) (*c
 	if doc.Stack != nil && has(doc.Stack) {
 		return doc.Stack, doc, nil
 	}
-	st, diags := config.LoadWith(r.opts.WorkDir, r.opts.Inputs, r.opts.ExtraFiles...)
+	st, diags := config.LoadWith(r.opts.StackDir, r.opts.Inputs, r.opts.ExtraFiles...)
 	if diags.HasErrors() || st == nil || !has(st) {
 		return nil, doc, nil
 	}

@@ -47,6 +47,9 @@ func newRunner(opts Options) (*Runner, error) {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
 	opts.WorkDir = abs
+	if opts.StackDir == "" {
+		opts.StackDir = abs
+	}
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = DefaultParallelism
 	}
@@ -135,7 +138,7 @@ func (r *Runner) hostFor() (*pluginhost.Host, error) {
 // is refused: the commands work on the recorded one, and must not guess
 // which of the two holds the state.
 func (r *Runner) loadStack(ctx context.Context) (*config.Stack, map[string]*hcl.File, hcl.Diagnostics) {
-	st, diags := config.LoadWith(r.opts.WorkDir, r.opts.Inputs, r.opts.ExtraFiles...)
+	st, diags := config.LoadWith(r.opts.StackDir, r.opts.Inputs, r.opts.ExtraFiles...)
 	if diags.HasErrors() {
 		return st, st.Files, diags
 	}

@@ -28,3 +28,13 @@ func (b *Buffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// Take returns what has been written since the last Take and empties the
+// buffer: a reader that passes output on in pieces sends each byte once.
+func (b *Buffer) Take() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.b.String()
+	b.b.Reset()
+	return s
+}

@@ -26,8 +26,12 @@ type Holder struct {
 	PID   int       `json:"pid"`
 	Host  string    `json:"host"`
 	Since time.Time `json:"since"`
-	// Listen is where it serves its HTTP API ("" until it does).
-	Listen string `json:"listen,omitempty"`
+	// Listen is where it serves its HTTP API ("" until it does), Scheme
+	// how ("http" or "https"), and TokenFile where its API token is (""
+	// when INFRAKIT_TOKEN gave it).
+	Listen    string `json:"listen,omitempty"`
+	Scheme    string `json:"scheme,omitempty"`
+	TokenFile string `json:"token_file,omitempty"`
 }
 
 // RunningError is the refusal to start a second watch. It names the first.

@@ -249,11 +249,14 @@ type observation struct {
 }
 
 // observeGroup lists the group (with health when it matters) and lets the
-// self-healing policy adjust what Decide sees. A pass started by a
-// provider event (not full) most likely acts: it takes the state lease
-// before it lists (held), so that act need not list again under the lock
-// (the heal's latency); it returns with res.stale set, holding nothing,
-// when the state changed since the pass read it.
+// self-healing policy adjust what Decide sees. On the local state, a pass
+// started by a provider event (not full) most likely acts: it takes the
+// state lock before it lists (held), so that act need not list again
+// under the lock (the heal's latency); it returns with res.stale set,
+// holding nothing, when the state changed since the pass read it. With
+// etcd a leader lists first and locks only to act: its lock is an etcd
+// lease held by the fenced leader, kept as short as acting, so that a
+// leader frozen mid-listing holds nothing the next leader waits for.
 func (s *service) observeGroup(ctx context.Context, t *term, gs *groupState, spec groupSpec, d group.Desired, full bool,
 	res *passResult, log hclog.Logger) (o observation, held bool, err error) {
 	cfg := spec.cfg
@@ -266,7 +269,7 @@ func (s *service) observeGroup(ctx context.Context, t *term, gs *groupState, spe
 	if err != nil {
 		return o, false, err
 	}
-	if !full {
+	if !full && s.ha == nil {
 		if err := s.takeLease(ctx, t, spec, res, log); err != nil {
 			return o, false, ignoreStale(err)
 		}

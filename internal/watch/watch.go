@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/infrakit/infrakit/internal/api"
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/election"
 	"github.com/infrakit/infrakit/internal/operation"
@@ -91,6 +92,8 @@ type Options struct {
 	// Identity names this process in the status and, with the etcd
 	// backend, in the leader election ("<host>/<pid>" when empty).
 	Identity string
+	// API configures the object API and the web UI (serve.go).
+	API APIOptions
 }
 
 func (o Options) withDefaults() Options {
@@ -214,11 +217,19 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	rec := status.NewRecorder(status.Options{Version: opts.Version, Identity: opts.Identity, Follower: elected})
-	srv := status.NewServer(rec, log.Named("http"))
+	serving, err := newServing(opts, rec, log)
+	if err != nil {
+		return err
+	}
+	defer serving.close()
+	srv := serving.srv
 	if err := srv.Start(opts.Listen); err != nil {
 		return err
 	}
-	holder.Listen = srv.Addr().String()
+	holder.Listen, holder.Scheme = srv.Addr().String(), serving.scheme
+	if serving.tokenFrom != api.TokenEnv {
+		holder.TokenFile = serving.tokenFrom
+	}
 	if ex != nil {
 		if err := ex.update(holder); err != nil {
 			log.Warn("writing the watch lock's holder", "error", err)
@@ -249,6 +260,7 @@ func Run(ctx context.Context, opts Options) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	err = errors.Join(err, srv.Shutdown(sctx))
+	serving.close()
 	if err != nil {
 		log.Warn("stopping", "error", err)
 	}

@@ -149,7 +149,7 @@ await_watch() {
 	for _ in $(seq 600); do
 		api="$(sed -n 's|.*serving \(http://[^ ]*/v1/status\).*|\1|p' watch.log | sed -n 1p)"
 		if [[ -n "$api" ]]; then
-			passes="$(curl -s --max-time 2 "$api" | tr -d ' \n' | sed -n 's/.*"passes":\([0-9]*\).*/\1/p')"
+			passes="$(curl -s --max-time 2 -H "Authorization: Bearer $(cat .infrakit/api-token)" "$api" | tr -d ' \n' | sed -n 's/.*"passes":\([0-9]*\).*/\1/p')"
 			if [[ -n "$passes" && "$passes" -gt 0 ]]; then
 				return
 			fi

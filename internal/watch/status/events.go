@@ -87,13 +87,16 @@ type events struct {
 	next int // where the next event goes
 	n    int // events held, ≤ len(buf)
 	seq  uint64
+	// added is closed, and replaced, when an event is added: what a
+	// stream of the events (SSE) waits on.
+	added chan struct{}
 }
 
 func newEvents(capacity int) *events {
 	if capacity <= 0 {
 		capacity = DefaultEventCapacity
 	}
-	return &events{buf: make([]Event, capacity)}
+	return &events{buf: make([]Event, capacity), added: make(chan struct{})}
 }
 
 // add numbers e, stores it over the oldest event when the ring is full, and
@@ -106,7 +109,20 @@ func (r *events) add(e Event) Event {
 	r.buf[r.next] = e
 	r.next = (r.next + 1) % len(r.buf)
 	r.n = min(r.n+1, len(r.buf))
+	close(r.added)
+	r.added = make(chan struct{})
 	return e
+}
+
+// since returns the events after seq (oldest first) and a channel closed
+// when another is added.
+func (r *events) since(seq uint64) ([]Event, <-chan struct{}) {
+	added := func() <-chan struct{} {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.added
+	}()
+	return r.list(EventQuery{After: seq}), added
 }
 
 // list returns the events q selects, oldest first. The result is a copy.

@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,16 +56,55 @@ type Server struct {
 	// changes (http.Server.ConnState): tests wait on it for the server to
 	// have accepted a connection.
 	connState func(net.Conn, http.ConnState)
+
+	opts ServerOptions
+	// stopping is closed when Shutdown begins: it ends the event streams,
+	// which would otherwise hold the shutdown until its deadline.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
+}
+
+// ServerOptions add to what a Server serves.
+type ServerOptions struct {
+	// API serves the paths the status server does not (the object API
+	// and the web UI, internal/api); without it they answer 404.
+	API http.Handler
+	// UI serves every other path (the web UI), unguarded: its pages read
+	// through the guarded API with the visitor's credentials.
+	UI http.Handler
+	// Guard wraps every endpoint and API (the token, api.Auth), not the UI.
+	Guard func(http.Handler) http.Handler
+	// TLS, when set, serves HTTPS.
+	TLS *tls.Config
 }
 
 // NewServer returns a Server for rec, logging to logger (nil: discard).
 // Nothing listens until Start.
 func NewServer(rec *Recorder, logger hclog.Logger) *Server {
+	return NewServerWith(rec, logger, ServerOptions{})
+}
+
+// NewServerWith is NewServer serving opts too.
+func NewServerWith(rec *Recorder, logger hclog.Logger, opts ServerOptions) *Server {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	s := &Server{rec: rec, logger: logger}
-	s.handler = s.checkHost(s.routes())
+	s := &Server{rec: rec, logger: logger, opts: opts, stopping: make(chan struct{})}
+	guarded := s.routes()
+	if opts.Guard != nil {
+		guarded = opts.Guard(guarded)
+	}
+	h := guarded
+	if opts.UI != nil {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isAPIPath(r.URL.Path) {
+				guarded.ServeHTTP(w, r)
+				return
+			}
+			opts.UI.ServeHTTP(w, r)
+		})
+	}
+	s.handler = s.checkHost(h)
 	return s
 }
 
@@ -96,6 +136,9 @@ func (s *Server) Start(listen string) error {
 		IdleTimeout:       idleTimeout,
 		ConnState:         s.connState,
 		ErrorLog:          s.logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
+	}
+	if s.opts.TLS != nil {
+		ln = tls.NewListener(ln, s.opts.TLS)
 	}
 	s.srv, s.addr, s.done = srv, ln.Addr(), make(chan struct{})
 	s.hosts = newHostCheck(listen, ln.Addr())
@@ -137,6 +180,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if srv == nil {
 		return nil
 	}
+	s.stoppingOnce.Do(func() { close(s.stopping) })
 	err := srv.Shutdown(ctx)
 	if err != nil {
 		// The deadline passed with requests still running: cut them off.
@@ -147,6 +191,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return errors.Join(err, s.serveErr)
+}
+
+// isAPIPath: the paths the guard covers; the UI has the others.
+func isAPIPath(p string) bool {
+	return strings.HasPrefix(p, "/v1/") || p == PathMetrics
 }
 
 func (s *Server) routes() http.Handler {
@@ -163,6 +212,10 @@ func (s *Server) routes() http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, ok := byPath[r.URL.Path]
+		if !ok && s.opts.API != nil {
+			s.opts.API.ServeHTTP(w, r)
+			return
+		}
 		if !ok {
 			writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+
 				" (try "+PathStatus+", "+PathEvents+" or "+PathMetrics+")")
@@ -183,6 +236,10 @@ func (s *Server) serveStatus(w http.ResponseWriter, _ *http.Request) {
 
 // serveEvents answers GET /v1/events[?since=RFC3339][&after=SEQ][&limit=N].
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
+	if wantsStream(r) {
+		s.serveStream(w, r)
+		return
+	}
 	q, err := parseEventQuery(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())

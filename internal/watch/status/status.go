@@ -683,6 +683,12 @@ func (r *Recorder) Event(e Event) Event {
 	return r.events.add(e)
 }
 
+// EventsAfter returns the events after seq that the ring still holds,
+// oldest first, and a channel closed when the next event is recorded.
+func (r *Recorder) EventsAfter(seq uint64) ([]Event, <-chan struct{}) {
+	return r.events.since(seq)
+}
+
 // Events returns the recent events q selects, oldest first.
 func (r *Recorder) Events(q EventQuery) []Event {
 	return r.events.list(q)
