@@ -214,7 +214,12 @@ func (c *Client) statusError(resp *http.Response, data []byte) error {
 		e.Detail = strings.TrimSpace(string(data))
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
-		e.Summary = "Unauthorized (401)"
+		// The watch's summary says which ("No API token", "Wrong API
+		// token"); the detail says what to do about it here.
+		if e.Summary == "" || strings.HasPrefix(e.Summary, "The watch answered") {
+			e.Summary = "Unauthorized"
+		}
+		e.Summary += " (401 Unauthorized)"
 		what := "refused the token"
 		if c.token == "" {
 			what = "wants a token"

@@ -29,7 +29,7 @@ func fakeWatch(t *testing.T, token string, handle func(path string, body map[str
 		w.Header().Set("Content-Type", "application/json")
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(`{"error": {"summary": "Unauthorized", "detail": "a token is needed"}}`))
+			_, _ = w.Write([]byte(`{"error": {"summary": "Wrong API token", "detail": "not this watch's"}}`))
 			return
 		}
 		var body map[string]json.RawMessage
@@ -123,7 +123,7 @@ func TestUnauthorized(t *testing.T) {
 	} {
 		_, err := newClient(t, srv.URL, tt.token, "").Run(context.Background(), Request{Command: "group ls"})
 		var e *Error
-		if !errors.As(err, &e) || !e.Unauthorized() || !strings.Contains(e.Detail, tt.says) ||
+		if !errors.As(err, &e) || !e.Unauthorized() || e.Summary != "Wrong API token (401 Unauthorized)" || !strings.Contains(e.Detail, tt.says) ||
 			!strings.Contains(e.Detail, srv.URL) || !strings.Contains(e.Detail, EnvToken) || !strings.Contains(e.Detail, ".infrakit/api-token") {
 			t.Errorf("token %q: %v", tt.token, err)
 		}
