@@ -210,7 +210,8 @@ Options:
                       .infrakit/api-token, which watch makes at its first
                       start. Writes always need the token.
 
-  -public-read        Let reads (GET) of the API and the UI through
+  -public-read        Let reads (GET) of the API and the UI, and the
+                      remote CLI's reads (group ls, show ...), through
                       without the token.
 
   -tls-cert FILE      Serve HTTPS with this PEM certificate (and -tls-key).

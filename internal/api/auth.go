@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"crypto/subtle"
+	"encoding/json"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -48,7 +52,7 @@ func NewAuth(token string, publicRead bool, logger hclog.Logger, reg prometheus.
 func (a *Auth) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		read := r.Method == http.MethodGet || r.Method == http.MethodHead
-		if read && a.PublicRead {
+		if a.PublicRead && (read || isCLIRead(r)) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -88,4 +92,27 @@ func (a *Auth) refuse(w http.ResponseWriter, r *http.Request, reason, summary, d
 	a.Logger.Warn("API request refused", "reason", reason+" token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="infrakit"`)
 	WriteError(w, http.StatusUnauthorized, summary, detail)
+}
+
+// isCLIRead reports whether r is a POST /v1/cli of one of ReadCommands:
+// with -public-read the remote CLI's reads pass without the token, as
+// GET reads do. (Only there: a cookie does not authenticate it, as it
+// does not any POST.) The body is read to know, and put back for the
+// handler.
+func isCLIRead(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/cli" {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	if err != nil {
+		return false
+	}
+	var req struct {
+		Command string `json:"command"`
+	}
+	return json.Unmarshal(body, &req) == nil && slices.Contains(ReadCommands, req.Command)
 }

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +22,7 @@ func TestAuth(t *testing.T) {
 		name       string
 		publicRead bool
 		method     string
+		path, body string // default: /v1/groups, no body
 		header     string
 		cookie     string
 		want       int
@@ -37,13 +40,29 @@ func TestAuth(t *testing.T) {
 		{name: "public read, head", publicRead: true, method: "HEAD", want: 200},
 		{name: "public read, write without token", publicRead: true, method: "POST", want: 401, reason: "missing"},
 		{name: "public read, write with wrong token", publicRead: true, method: "POST", header: "Bearer x", want: 401, reason: "wrong"},
+		{name: "public read, remote CLI read", publicRead: true, method: "POST", path: "/v1/cli", body: `{"command": "group ls", "args": ["-json"]}`, want: 200},
+		{name: "public read, remote CLI write", publicRead: true, method: "POST", path: "/v1/cli", body: `{"command": "group scale", "args": ["web", "3"]}`, want: 401, reason: "missing"},
+		{name: "public read, remote CLI answer", publicRead: true, method: "POST", path: "/v1/cli/s1", body: `{"answer": "yes"}`, want: 401, reason: "missing"},
+		{name: "public read, remote CLI bad body", publicRead: true, method: "POST", path: "/v1/cli", body: `{"command": "group ls"`, want: 401, reason: "missing"},
+		{name: "remote CLI read needs the token", method: "POST", path: "/v1/cli", body: `{"command": "group ls"}`, want: 401, reason: "missing"},
+		{name: "remote CLI read with cookie", method: "POST", path: "/v1/cli", body: `{"command": "group ls"}`, cookie: testToken, want: 401, reason: "missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			a := NewAuth(testToken, tc.publicRead, nil, reg)
 			reached := false
-			h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = true }))
-			req := httptest.NewRequest(tc.method, "/v1/groups", nil)
+			h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reached = true
+				// The body the guard read is the handler's still.
+				if b, _ := io.ReadAll(r.Body); string(b) != tc.body {
+					t.Errorf("the handler reads %q, want %q", b, tc.body)
+				}
+			}))
+			path := tc.path
+			if path == "" {
+				path = "/v1/groups"
+			}
+			req := httptest.NewRequest(tc.method, path, strings.NewReader(tc.body))
 			if tc.header != "" {
 				req.Header.Set("Authorization", tc.header)
 			}
@@ -100,6 +119,15 @@ func TestCheckListen(t *testing.T) {
 		}
 		if err != nil && tc.listen != "nonsense" && !strings.Contains(err.Error(), "-tls-cert") {
 			t.Errorf("the refusal does not say what to do: %v", err)
+		}
+	}
+}
+
+// The remote CLI's public reads are remote commands.
+func TestReadCommandsAreCommands(t *testing.T) {
+	for _, c := range ReadCommands {
+		if !slices.Contains(Commands, c) {
+			t.Errorf("%q is a read command but no remote command", c)
 		}
 	}
 }

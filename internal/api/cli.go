@@ -18,6 +18,14 @@ var Commands = []string{
 	"lb backends ls", "lb routes ls", "output", "plan", "show",
 }
 
+// ReadCommands are those of Commands that change nothing and run no
+// stack of the client's: a watch with -public-read runs them for the
+// remote CLI without the token, as it answers GET reads.
+var ReadCommands = []string{
+	"enrollment describe", "group describe", "group ls", "ingress describe",
+	"lb backends ls", "lb routes ls", "output", "show",
+}
+
 // commandWords splits argv into a command of Commands and its arguments
 // (the longest command that argv starts with; nil when none).
 func commandWords(argv []string) (words, args []string) {
