@@ -52,8 +52,8 @@ func (r APIRunner) Run(ctx context.Context, c api.Command, cio api.IO) int {
 	}
 	code := cmd.Run(c.Args)
 	if code == cli.RunResultHelp {
-		// As main's CLI does: the usage after a flag error, exit 1.
-		fmt.Fprintln(cio.Stdout, cmd.Help())
+		// As main's CLI does: the usage after a flag error, on stderr, exit 1.
+		fmt.Fprintln(cio.Stderr, cmd.Help())
 		code = 1
 	}
 	return code
