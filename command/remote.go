@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/mitchellh/cli"
 
+	"github.com/infrakit/infrakit/internal/api"
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/remote"
 	"github.com/infrakit/infrakit/sdk/atomicfile"
@@ -28,14 +29,10 @@ import (
 // questions (apply's approval) on its own terminal.
 
 // remoteCommands are the commands that run against a remote watch: those
-// that act on the objects of the state. The others (init, watch, the state
-// edits, plugins, fmt ...) run where the state or the files are.
-var remoteCommands = []string{
-	"apply", "enrollment describe", "enrollment destroy", "enrollment free",
-	"group describe", "group destroy", "group destroy-instances", "group free", "group ls",
-	"group scale", "group stop-update", "ingress describe", "ingress destroy", "ingress free",
-	"lb backends ls", "lb routes ls", "output", "plan", "show",
-}
+// the watch's API runs, the ones that act on the objects of the state. The
+// others (init, watch, the state edits, plugins, fmt ...) run where the
+// state or the files are.
+var remoteCommands = api.Commands
 
 // The flags whose values name files of the client: those the command reads
 // and those it writes.
