@@ -59,7 +59,7 @@ type watchProc struct {
 	code           int // once exited is closed
 }
 
-var servingLine = regexp.MustCompile(`serving http://([^/ ]+)/v1/status \(pid (\d+)\)`)
+var servingLine = regexp.MustCompile(`serving https?://([^/ ]+)/v1/status \(pid (\d+)\)`)
 
 // startWatch runs `infrakit watch -listen 127.0.0.1:0 args...` in the
 // workdir, with extra environment, and waits until it serves. The end of
