@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/infrakit/infrakit/internal/api"
 )
 
 // cookieName is the cookie the token is kept in after sign-in; the API
-// reads it for GET and HEAD (api.CookieName).
-const cookieName = "infrakit_token"
+// reads it for GET and HEAD.
+const cookieName = api.CookieName
 
 // maxReply bounds what one in-process API answer may hold: far more than
 // any read of a stack the API accepts.
