@@ -26,27 +26,45 @@ const (
 // reads runs the API reads of one page at once. The first is the page's
 // own: its failure fails the page. A later one that fails leaves its
 // section saying why (unless it wants the token: then the page does).
+//
+// A visitor who has not signed in may still read (watch -public-read), or
+// be asked to sign in: the first read goes alone then, so that a refusal
+// is one refusal in watch's log and metrics, not one per read.
 type reads struct {
 	c    caller
 	r    *http.Request
 	eg   errgroup.Group
 	errs []*error
+	// probe: the first read goes alone; refused: it wanted the token,
+	// and nothing more is read.
+	probe, refused bool
 }
 
-func (s *site) reads(r *http.Request) *reads { return &reads{c: s.readCaller(r), r: r} }
+func (s *site) reads(r *http.Request) *reads {
+	c := s.readCaller(r)
+	return &reads{c: c, r: r, probe: c.token == ""}
+}
 
 // get reads path into v in the background; its error goes to *errp.
 func (rs *reads) get(path string, v any, errp *string) {
 	slot := new(error)
 	rs.errs = append(rs.errs, slot)
-	rs.eg.Go(func() error {
+	read := func() error {
 		err := rs.c.get(rs.r.Context(), path, v)
 		*slot = err
 		if err != nil && errp != nil {
 			*errp = err.Error()
 		}
 		return nil
-	})
+	}
+	switch {
+	case rs.refused:
+	case rs.probe && len(rs.errs) == 1:
+		_ = read()
+		rs.refused = unauthorized(*slot)
+	default:
+		rs.eg.Go(read)
+	}
 }
 
 // wait returns the error that fails the page: the first read's, else a

@@ -427,3 +427,19 @@ func TestEventsAndStatic(t *testing.T) {
 		t.Errorf("GET /nope = %d", w.Code)
 	}
 }
+
+// TestSignedOutReadsOnce: a visitor who did not sign in costs the API one
+// refused read per page, not one per section.
+func TestSignedOutReadsOnce(t *testing.T) {
+	api := &recordedAPI{}
+	h := newTestUI(t, api)
+	for _, page := range []string{"/", "/groups/miners", "/loadbalancers/lb1", "/enrollments/nfs", "/events"} {
+		before := len(api.requests())
+		if w := visit(h, "GET", page, nil, false); w.Code != http.StatusUnauthorized {
+			t.Errorf("GET %s signed out = %d", page, w.Code)
+		}
+		if n := len(api.requests()) - before; n != 1 {
+			t.Errorf("GET %s signed out sent %d reads, want 1", page, n)
+		}
+	}
+}
