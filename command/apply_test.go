@@ -227,7 +227,9 @@ func TestShowWithoutState(t *testing.T) {
   "stack": "",
   "serial": 0,
   "lineage": "",
-  "groups": []
+  "groups": [],
+  "ingresses": [],
+  "enrollments": []
 }` {
 		t.Errorf("show -json without state: %s", stdout)
 	}

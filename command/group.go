@@ -100,6 +100,9 @@ type instanceJSON struct {
 	Tags      map[string]string `json:"tags"`
 	State     instance.State    `json:"state"`
 	Health    flavor.Health     `json:"health"`
+	// Address is where the instance is reachable, as its provider reports
+	// it; "" when it reports none.
+	Address string `json:"address"`
 }
 
 // newGroupJSON converts a group view into its -json shape. Members are
@@ -109,7 +112,7 @@ func newGroupJSON(v operation.GroupView) groupJSON {
 	out.Rolling.Outdated, _ = rollProgress(v)
 	out.Rolling.Stopped = v.UpdateStopped
 	for _, m := range sortedGroupMembers(v.Instances) {
-		inst := instanceJSON{ID: m.ID, Tags: v.Tags[m.ID], State: m.State, Health: m.Health}
+		inst := instanceJSON{ID: m.ID, Tags: v.Tags[m.ID], State: m.State, Health: m.Health, Address: m.Address}
 		if m.LogicalID != "" {
 			inst.LogicalID = &m.LogicalID
 		}
@@ -422,7 +425,7 @@ Options:
 
   -json     Print JSON. With exactly one NAME, that group's object:
             {"group", "size", "freed", "instances": [{"id", "logical_id",
-            "tags", "state", "health"}], "rolling": {"outdated",
+            "tags", "state", "health", "address"}], "rolling": {"outdated",
             "stopped"}}. With no NAME or several, an array of such
             objects. "size" is absent for pets and "logical_id" is null
             for cattle.
@@ -517,7 +520,7 @@ Usage: infrakit [global options] group describe NAME [-json] [-f FILE]...
 Options:
 
   -json   Print one JSON object: {"group", "size", "freed", "instances":
-          [{"id", "logical_id", "tags", "state", "health"}], "rolling":
+          [{"id", "logical_id", "tags", "state", "health", "address"}], "rolling":
           {"outdated", "stopped"}, "brake" (with a watch running:
           {"engaged", "reason", "since", "release_at", "rate_limit"})},
           with every tag including infrakit's own (infrakit.group,

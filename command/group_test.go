@@ -36,8 +36,8 @@ func TestNewGroupJSON(t *testing.T) {
 			Tags: map[instance.ID]map[string]string{"a": {"infrakit.group": "miners", "tier": "miners"}},
 		},
 		want: `{"group":"miners","size":5,"freed":false,"instances":[` +
-			`{"id":"a","logical_id":null,"tags":{"infrakit.group":"miners","tier":"miners"},"state":"pending","health":"unknown"},` +
-			`{"id":"b","logical_id":null,"tags":{},"state":"running","health":"healthy"}],` +
+			`{"id":"a","logical_id":null,"tags":{"infrakit.group":"miners","tier":"miners"},"state":"pending","health":"unknown","address":"10.0.0.9"},` +
+			`{"id":"b","logical_id":null,"tags":{},"state":"running","health":"healthy","address":""}],` +
 			`"rolling":{"outdated":0,"stopped":false}}`,
 	}, {
 		name: "a stopped roll: members with another hash are out of date",
@@ -50,9 +50,9 @@ func TestNewGroupJSON(t *testing.T) {
 			},
 		},
 		want: `{"group":"web","size":5,"freed":false,"instances":[` +
-			`{"id":"a","logical_id":null,"tags":{},"state":"running","health":"healthy"},` +
-			`{"id":"b","logical_id":null,"tags":{},"state":"running","health":"healthy"},` +
-			`{"id":"c","logical_id":null,"tags":{},"state":"running","health":"healthy"}],` +
+			`{"id":"a","logical_id":null,"tags":{},"state":"running","health":"healthy","address":""},` +
+			`{"id":"b","logical_id":null,"tags":{},"state":"running","health":"healthy","address":""},` +
+			`{"id":"c","logical_id":null,"tags":{},"state":"running","health":"healthy","address":""}],` +
 			`"rolling":{"outdated":2,"stopped":true}}`,
 	}, {
 		name: "pets sorted by logical id, no size",
@@ -65,8 +65,8 @@ func TestNewGroupJSON(t *testing.T) {
 			},
 		},
 		want: `{"group":"db","freed":true,"instances":[` +
-			`{"id":"y","logical_id":"10.0.0.1","tags":{},"state":"terminating","health":"unhealthy"},` +
-			`{"id":"x","logical_id":"10.0.0.2","tags":{},"state":"running","health":"healthy"}],` +
+			`{"id":"y","logical_id":"10.0.0.1","tags":{},"state":"terminating","health":"unhealthy","address":""},` +
+			`{"id":"x","logical_id":"10.0.0.2","tags":{},"state":"running","health":"healthy","address":""}],` +
 			`"rolling":{"outdated":0,"stopped":false}}`,
 	}, {
 		name: "empty group has an empty array",

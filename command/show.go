@@ -27,6 +27,30 @@ type showJSON struct {
 	Serial  uint64          `json:"serial"`
 	Lineage string          `json:"lineage"`
 	Groups  []showGroupJSON `json:"groups"`
+	// Ingresses and Enrollments are those of the stored stack, in its
+	// order; never null.
+	Ingresses   []showIngressJSON    `json:"ingresses"`
+	Enrollments []showEnrollmentJSON `json:"enrollments"`
+}
+
+type showIngressJSON struct {
+	Ingress string `json:"ingress"`
+	Freed   bool   `json:"freed"`
+	// LoadBalancers are the load balancers its rules name, in rule order,
+	// each once with the groups routed to it.
+	LoadBalancers []showRoutedJSON `json:"loadbalancers"`
+}
+
+type showRoutedJSON struct {
+	LoadBalancer string   `json:"loadbalancer"`
+	Groups       []string `json:"groups"`
+}
+
+type showEnrollmentJSON struct {
+	Enrollment string `json:"enrollment"`
+	// Source is the group whose members are enrolled.
+	Source string `json:"source"`
+	Freed  bool   `json:"freed"`
 }
 
 type showGroupJSON struct {
@@ -41,7 +65,8 @@ type showGroupJSON struct {
 }
 
 func newShowJSON(doc *state.Document) showJSON {
-	out := showJSON{Serial: doc.Serial, Lineage: doc.Lineage, Groups: []showGroupJSON{}}
+	out := showJSON{Serial: doc.Serial, Lineage: doc.Lineage, Groups: []showGroupJSON{},
+		Ingresses: []showIngressJSON{}, Enrollments: []showEnrollmentJSON{}}
 	if doc.IsNew() {
 		out.Lineage = "" // a lineage no one stored yet
 	}
@@ -67,11 +92,41 @@ func newShowJSON(doc *state.Document) showJSON {
 		for _, g := range doc.Stack.Groups {
 			add(g.Name)
 		}
+		out.Ingresses, out.Enrollments = showControllers(doc)
 	}
 	for _, name := range sortedGroupNames(doc) {
 		add(name)
 	}
 	return out
+}
+
+// showControllers lists the stored stack's ingresses and enrollments.
+func showControllers(doc *state.Document) ([]showIngressJSON, []showEnrollmentJSON) {
+	ings, ens := []showIngressJSON{}, []showEnrollmentJSON{}
+	for _, in := range doc.Stack.Ingresses {
+		j := showIngressJSON{Ingress: in.Name, Freed: doc.Ingresses[in.Name] != nil && doc.Ingresses[in.Name].Freed,
+			LoadBalancers: []showRoutedJSON{}}
+		at := map[string]int{}
+		for _, rule := range in.Rules {
+			i, ok := at[rule.LoadBalancer]
+			if !ok {
+				i = len(j.LoadBalancers)
+				at[rule.LoadBalancer] = i
+				j.LoadBalancers = append(j.LoadBalancers, showRoutedJSON{LoadBalancer: rule.LoadBalancer, Groups: []string{}})
+			}
+			for _, g := range rule.Groups {
+				if !slices.Contains(j.LoadBalancers[i].Groups, g) {
+					j.LoadBalancers[i].Groups = append(j.LoadBalancers[i].Groups, g)
+				}
+			}
+		}
+		ings = append(ings, j)
+	}
+	for _, en := range doc.Stack.Enrollments {
+		ens = append(ens, showEnrollmentJSON{Enrollment: en.Name, Source: en.Source,
+			Freed: doc.Enrollments[en.Name] != nil && doc.Enrollments[en.Name].Freed})
+	}
+	return ings, ens
 }
 
 func sortedGroupNames(doc *state.Document) []string {
@@ -164,7 +219,10 @@ Options:
 
   -json   Print the summary as one JSON document:
           {"stack", "serial", "lineage", "groups": [{"group", "size",
-          "logical_ids", "instances", "freed", "update_stopped"}]}
+          "logical_ids", "instances", "freed", "update_stopped"}],
+          "ingresses": [{"ingress", "freed", "loadbalancers":
+          [{"loadbalancer", "groups"}]}], "enrollments": [{"enrollment",
+          "source", "freed"}]}
 
   -f FILE Accepted, as by every command that reads the stack; show reads
           only the state. Repeatable.

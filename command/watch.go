@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/mitchellh/cli"
 
 	"github.com/infrakit/infrakit/internal/api"
+	"github.com/infrakit/infrakit/internal/api/ui"
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/watch"
 	"github.com/infrakit/infrakit/internal/watch/heal"
@@ -85,6 +87,7 @@ func (c *WatchCommand) Run(args []string) int {
 	reload, stopReload := c.notifyReload()
 	defer stopReload()
 
+	log := c.serviceLogger()
 	err = watch.Run(c.Context(), watch.Options{
 		WorkDir:     c.WorkDir,
 		ExtraFiles:  c.stackFilePaths(*files),
@@ -96,14 +99,18 @@ func (c *WatchCommand) Run(args []string) int {
 		BrakeSettle: *brakeSettle,
 		CallTimeout: *callTimeout,
 		Reload:      reload,
-		Logger:      c.serviceLogger(),
+		Logger:      log,
 		Version:     c.Version,
 		API: watch.APIOptions{
 			Runner: APIRunner{Meta: c.Meta}, Token: token, PublicRead: *publicRead, TLS: tlsFiles, Timeout: *apiTimeout,
+			UI: func(h http.Handler) http.Handler {
+				return ui.New(h, ui.Options{Logger: log.Named("ui"), Version: c.Version})
+			},
 		},
 		Ready: func(addr net.Addr) {
 			c.Ui.Output(fmt.Sprintf("infrakit watch: serving %s://%s%s (pid %d); Ctrl-C or SIGTERM stops, SIGHUP reloads.",
 				scheme, addr, status.PathStatus, os.Getpid()))
+			c.Ui.Output(fmt.Sprintf("infrakit watch: the web UI is at %s://%s/", scheme, addr))
 		},
 	})
 	if err != nil {

@@ -8,7 +8,8 @@
 # the stack's two groups (5 miners, 10 cattle), list and inspect them, scale
 # one, destroy chosen instances, free a group (infrakit lets go, nothing is
 # touched), apply again (infrakit takes it back), heal three vanished
-# instances with `infrakit watch` running, and destroy everything.
+# instances with `infrakit watch` running (and read its web UI), and destroy
+# everything. It ends by printing the web UI's URL.
 # Along the way the ingress keeps the three load balancers' routes and
 # backends, and the enrollment the NFS authorizations, in step with the
 # groups: the plan is a graph of steps, apply runs exactly those steps and
@@ -174,6 +175,20 @@ infrakit watch -interval 5s -listen 127.0.0.1:0 >watch.log 2>&1 &
 watch_pid=$!
 trap 'kill -TERM "$watch_pid" 2>/dev/null || true' ERR
 await_watch
+ui="$(sed -n 's|.*the web UI is at \(http://[^ ]*\).*|\1|p' watch.log | sed -n 1p)"
+if [[ -n "$ui" ]]; then
+	echo "    its web UI is at $ui (sign in with the token in $work/.infrakit/api-token)"
+	if command -v curl >/dev/null; then
+		page="$(curl -s --max-time 5 -b "infrakit_token=$(cat .infrakit/api-token)" "$ui")"
+		if [[ "$page" != *'data-group="cattle"'* || "$page" != *'data-group="miners"'* ]]; then
+			echo "demo: the web UI at $ui does not show the groups; its log:" >&2
+			kill -TERM "$watch_pid" 2>/dev/null || true
+			cat watch.log >&2
+			exit 1
+		fi
+		echo "    the web UI's overview lists both groups"
+	fi
+fi
 
 step "Remove three cattle behind infrakit's back: delete their files from the simulator's store"
 mapfile -t vanished < <(member_ids cattle | head -n 3)
@@ -226,3 +241,6 @@ run infrakit lb routes ls lb3
 run infrakit enrollment describe nfs
 
 step "Done. Next: the language reference (website/language.md) and the CLI (website/cli.md)"
+echo
+echo "The web UI (website/ui.md) was at $ui while watch ran in $work (token: its .infrakit/api-token)."
+echo "Run 'infrakit watch' in a stack directory you applied and open http://127.0.0.1:24864/ (token: .infrakit/api-token there)."

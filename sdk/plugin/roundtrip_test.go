@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -45,6 +46,29 @@ func wantError(t *testing.T, err error, want string) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("error:\n got %v\nwant %s", err, want)
 	}
+}
+
+// waitLogged waits, within a generous bound, for a line of the provider's
+// log holding every one of parts to reach the host's logger: go-plugin
+// relays the provider's stderr on its own goroutine, so a line may arrive
+// after the call's answer.
+func waitLogged(logs fmt.Stringer, parts ...string) bool {
+	has := func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(line, p)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(10 * time.Second); !has() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return has()
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -118,16 +142,7 @@ func TestRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, want) || got[0].Address == "" {
 			t.Fatalf("describe:\n got %#v\nwant %#v", got, want)
 		}
-		// go-plugin relays the provider's stderr on its own goroutine, so
-		// the line may arrive after the call's answer: wait for it.
-		logged := func() bool {
-			l := logs.String()
-			return strings.Contains(l, "provisioned") && strings.Contains(l, string(id))
-		}
-		for deadline := time.Now().Add(10 * time.Second); !logged() && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if !logged() {
+		if !waitLogged(logs, "provisioned", string(id)) {
 			t.Errorf("provider log line did not reach the host logger:\n%s", logs)
 		}
 
@@ -151,7 +166,7 @@ func TestRoundTrip(t *testing.T) {
 		if got, err := p.DescribeInstances(ctx, map[string]string{"infrakit.group": "pets"}, false); err != nil || len(got) != 0 {
 			t.Fatalf("after destroy: %v, %v", got, err)
 		}
-		if !strings.Contains(logs.String(), "reason=scale-down") {
+		if !waitLogged(logs, "destroyed", "reason=scale-down") {
 			t.Errorf("destroy reason did not reach the provider:\n%s", logs)
 		}
 	})
