@@ -252,6 +252,9 @@ Environment:
                           .infrakit/api-token).
   INFRAKIT_CACERT         PEM file of the CA to trust for an https
                           -address.
+  INFRAKIT_CLIENT_CERT    PEM certificate (and INFRAKIT_CLIENT_KEY its
+  INFRAKIT_CLIENT_KEY     key) presented to a watch that requires client
+                          certificates (-tls-client-ca).
   INFRAKIT_PLUGIN_PATH    Directories (separated like PATH) where init looks
                           for provider binaries, after -plugin-dir.
   INFRAKIT_SIMULATOR_DIR  Where the simulator provider keeps its objects

@@ -97,7 +97,8 @@ func (c remoteCommand) Run(args []string) int {
 // runRemote sends command name with args to the watch, prints what it
 // prints, asks its questions and writes the files it saves.
 func (m *Meta) runRemote(name string, args []string) int {
-	client, err := remote.New(m.Address, os.Getenv(remote.EnvToken), os.Getenv(remote.EnvCACert))
+	client, err := remote.NewTLS(m.Address, os.Getenv(remote.EnvToken), remote.TLSFiles{
+		CA: os.Getenv(remote.EnvCACert), Cert: os.Getenv(remote.EnvClientCert), Key: os.Getenv(remote.EnvClientKey)})
 	if err != nil {
 		m.showError("Invalid remote address", err)
 		return 1

@@ -362,3 +362,21 @@ func TestRemoteTLS(t *testing.T) {
 		t.Errorf("after the remote scale over TLS the size is %s, want 12", size)
 	}
 }
+
+// A watch that requires client certificates (-tls-client-ca) answers a
+// remote CLI presenting one the CA signed (INFRAKIT_CLIENT_CERT and
+// INFRAKIT_CLIENT_KEY), as the local CLI answers, and refuses one that
+// presents none.
+func TestRemoteClientCertificate(t *testing.T) {
+	t.Parallel()
+	w := newRemoteStack(t)
+	ca := newTestCA(t, t.TempDir())
+	p := w.startWatch(nil, "-tls-cert", ca.CertFile, "-tls-key", ca.KeyFile, "-tls-client-ca", ca.CAFile)
+	url := "https://" + p.addr
+	c := newClientDir(t, p.token).withEnv("INFRAKIT_CACERT=" + ca.CAFile)
+	sameRun(t, w.run("group", "ls"),
+		c.withEnv("INFRAKIT_CLIENT_CERT="+ca.ClientCertFile, "INFRAKIT_CLIENT_KEY="+ca.ClientKeyFile).remote(url, "group", "ls"), nil)
+	if res := c.remote(url, "group", "ls"); res.code != 1 || res.stdout != "" {
+		t.Errorf("without a client certificate: %s", res)
+	}
+}

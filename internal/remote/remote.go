@@ -31,7 +31,19 @@ const (
 	// EnvCACert names a PEM file of the certificate authority to trust for
 	// an https address (instead of the system's).
 	EnvCACert = "INFRAKIT_CACERT"
+	// EnvClientCert and EnvClientKey name the PEM certificate and key the
+	// client presents to a watch that requires client certificates
+	// (-tls-client-ca), as NOMAD_CLIENT_CERT and NOMAD_CLIENT_KEY do.
+	EnvClientCert = "INFRAKIT_CLIENT_CERT"
+	EnvClientKey  = "INFRAKIT_CLIENT_KEY"
 )
+
+// TLSFiles are the PEM files of an https address: the CA to trust (the
+// system's when empty) and the client's certificate and key (none when
+// empty).
+type TLSFiles struct {
+	CA, Cert, Key string
+}
 
 // maxAnswer bounds an answer's body: the watch's own limit on bodies is
 // 8 MiB, and a command's output with a saved plan stays below a few times
@@ -105,6 +117,12 @@ type Client struct {
 // address, caFile, when set, is a PEM file of the certificate authorities
 // to trust instead of the system's.
 func New(addr, token, caFile string) (*Client, error) {
+	return NewTLS(addr, token, TLSFiles{CA: caFile})
+}
+
+// NewTLS is New with a client certificate too.
+func NewTLS(addr, token string, files TLSFiles) (*Client, error) {
+	caFile := files.CA
 	u, err := url.Parse(addr)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
@@ -112,16 +130,30 @@ func New(addr, token, caFile string) (*Client, error) {
 	}
 	u.Path = ""
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	if u.Scheme == "https" && caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvCACert, err)
+	if u.Scheme == "https" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if caFile != "" {
+			pem, err := os.ReadFile(caFile)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", EnvCACert, err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%s: %s holds no PEM certificate", EnvCACert, caFile)
+			}
+			cfg.RootCAs = pool
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: %s holds no PEM certificate", EnvCACert, caFile)
+		if (files.Cert == "") != (files.Key == "") {
+			return nil, fmt.Errorf("give both %s and %s, or neither", EnvClientCert, EnvClientKey)
 		}
-		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		if files.Cert != "" {
+			cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+			if err != nil {
+				return nil, fmt.Errorf("%s and %s: %w", EnvClientCert, EnvClientKey, err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		transport.TLSClientConfig = cfg
 	}
 	// No timeout of its own: an apply runs as long as it runs, bounded by
 	// the watch's -api-timeout and by the caller's context (Ctrl-C).

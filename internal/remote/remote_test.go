@@ -205,6 +205,12 @@ func TestTLSWithTheCAOfACACertFile(t *testing.T) {
 	if _, err := New(srv.URL, "", filepath.Join(t.TempDir(), "missing.pem")); err == nil || !strings.Contains(err.Error(), EnvCACert) {
 		t.Errorf("a missing CA file: %v", err)
 	}
+	if _, err := NewTLS(srv.URL, "", TLSFiles{Cert: notPEM}); err == nil || !strings.Contains(err.Error(), EnvClientKey) {
+		t.Errorf("a client certificate without its key: %v", err)
+	}
+	if _, err := NewTLS(srv.URL, "", TLSFiles{Cert: notPEM, Key: notPEM}); err == nil || !strings.Contains(err.Error(), EnvClientCert) {
+		t.Errorf("a client certificate that is no certificate: %v", err)
+	}
 }
 
 func TestInterrupted(t *testing.T) {
