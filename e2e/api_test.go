@@ -26,14 +26,7 @@ func (p *watchProc) apiCall(method, path, token string, body any) (int, []byte) 
 		}
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, "http://"+p.addr+path, r)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(p.newRequest(method, path, token, r))
 	if err != nil {
 		p.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -165,11 +158,7 @@ type sseStream struct {
 
 func (p *watchProc) eventStream() *sseStream {
 	p.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+p.addr+"/v1/events", nil)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+p.token)
+	req := p.newRequest(http.MethodGet, "/v1/events", p.token, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -193,14 +193,23 @@ func (p *watchProc) eventKinds() []string {
 	return out
 }
 
+// newRequest is method path of the watch's API, sending token (none when
+// empty) and body.
+func (p *watchProc) newRequest(method, path, token string, body io.Reader) *http.Request {
+	p.t.Helper()
+	req, err := http.NewRequest(method, "http://"+p.addr+path, body)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return req
+}
+
 // request GETs path of the watch's API with its token.
 func (p *watchProc) request(c *http.Client, path string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+p.addr+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+p.token)
-	return c.Do(req)
+	return c.Do(p.newRequest(http.MethodGet, path, p.token, nil))
 }
 
 func (p *watchProc) get(path string, v any) {
