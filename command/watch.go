@@ -76,10 +76,7 @@ func (c *WatchCommand) Run(args []string) int {
 		return c.Path(p)
 	}
 	tlsFiles := api.TLSFiles{Cert: path(*tlsCert), Key: path(*tlsKey), ClientCA: path(*tlsClientCA)}
-	scheme := "http"
-	if tlsFiles.Enabled() {
-		scheme = "https"
-	}
+	scheme := tlsFiles.Scheme()
 	token := api.TokenSource{Env: os.Getenv(api.TokenEnv), File: path(*tokenFile)}
 
 	// SIGHUP reloads; the first SIGINT or SIGTERM cancels Context() (main's

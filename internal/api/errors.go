@@ -2,14 +2,11 @@ package api
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/infrakit/infrakit/internal/config"
 )
-
-var errEOF = io.EOF
 
 // ErrorBody is every error answer: the diagnostic the CLI would print
 // (summary and detail), and all of them when the command printed several.

@@ -20,6 +20,14 @@ type TLSFiles struct {
 // Enabled says whether HTTPS is asked for.
 func (f TLSFiles) Enabled() bool { return f.Cert != "" || f.Key != "" }
 
+// Scheme is the URL scheme the API is served with: "https" or "http".
+func (f TLSFiles) Scheme() string {
+	if f.Enabled() {
+		return "https"
+	}
+	return "http"
+}
+
 // Config loads the files into a server configuration (nil when TLS is not
 // asked for).
 func (f TLSFiles) Config() (*tls.Config, error) {

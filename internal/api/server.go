@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -239,7 +240,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	err := dec.Decode(v)
 	var tooBig *http.MaxBytesError
 	switch {
-	case err == nil || errors.Is(err, errEOF):
+	case err == nil || errors.Is(err, io.EOF):
 		return true
 	case errors.As(err, &tooBig):
 		WriteError(w, http.StatusRequestEntityTooLarge, "Request too large", fmt.Sprintf("a request body is at most %d bytes", MaxBody))

@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -56,10 +55,7 @@ func newServing(opts Options, rec *status.Recorder, log hclog.Logger) (*serving,
 	if err != nil {
 		return nil, err
 	}
-	out := &serving{scheme: "http"}
-	if tlsCfg != nil {
-		out.scheme = "https"
-	}
+	out := &serving{scheme: a.TLS.Scheme()}
 	if a.Runner == nil {
 		out.srv = status.NewServerWith(rec, log.Named("http"), status.ServerOptions{TLS: tlsCfg})
 		return out, nil
@@ -85,9 +81,4 @@ func newServing(opts Options, rec *status.Recorder, log hclog.Logger) (*serving,
 	out.srv = status.NewServerWith(rec, log.Named("http"), so)
 	log.Info("API token", "from", from, "public_read", a.PublicRead)
 	return out, nil
-}
-
-// url is where the server is reached, for the ready line.
-func (s *serving) url() string {
-	return fmt.Sprintf("%s://%s", s.scheme, s.srv.Addr())
 }
