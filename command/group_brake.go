@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/infrakit/infrakit/internal/api"
@@ -61,20 +60,19 @@ func (m *Meta) watchGroup(ctx context.Context, group string) (g status.Group, fr
 	return g, from, false
 }
 
-// localToken is the API token of the watch from: INFRAKIT_TOKEN, else its
-// token file ("" when neither is there: a -public-read watch needs none).
+// localToken is the API token of the watch from, as it chose it: its
+// token file, else INFRAKIT_TOKEN ("" when neither is there: a
+// -public-read watch needs none).
 func localToken(from watch.Holder) string {
-	if t := strings.TrimSpace(os.Getenv(api.TokenEnv)); t != "" {
-		return t
-	}
-	if from.TokenFile == "" {
+	src := api.TokenSource{File: from.TokenFile, Env: os.Getenv(api.TokenEnv)}
+	if src.File == "" && src.Env == "" {
 		return ""
 	}
-	data, err := os.ReadFile(from.TokenFile)
+	token, _, err := api.LoadToken(src)
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(data))
+	return token
 }
 
 // brakeLine is group describe's line about the brake, as the watch running
