@@ -139,6 +139,9 @@ type Group struct {
 	// deregistered from its load balancers, before it is drained and
 	// destroyed, so that requests in flight finish.
 	DrainDelay Duration `json:"drain_delay"`
+	// Autoscale is the group's autoscale block; nil when the group is
+	// sized by hand. When set, Size is the start size.
+	Autoscale *Autoscale `json:"autoscale,omitempty"`
 
 	DeclRange hcl.Range `json:"-"`
 }
