@@ -17,6 +17,7 @@ const (
 	KindFlavor       Kind = "flavor"
 	KindLoadBalancer Kind = "loadbalancer"
 	KindAuthorizer   Kind = "nfs"
+	KindMetrics      Kind = "metrics"
 )
 
 // AnyName is the object name a provider lists when it serves any name of a kind
