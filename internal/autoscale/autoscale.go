@@ -19,7 +19,8 @@ type Step struct {
 	MaxStep int `json:"max_step"`
 }
 
-// Policy is what a group's autoscale block says.
+// Policy is what a group's autoscale block says (PolicyFrom). Decide reads
+// a negative Min, duration or max_step as 0 and a Max below Min as Min.
 type Policy struct {
 	Min int `json:"min"`
 	Max int `json:"max"`
@@ -37,13 +38,15 @@ type Reading struct {
 	Value             float64 `json:"value"`
 	// Empty: the query matched no data. Error: the query failed. Either
 	// way the reading carries no value, and a decision without a value
-	// from every check keeps the current size.
+	// from every check keeps the current size. So does a Value that is
+	// NaN, infinite or negative, or a TargetPerInstance that is not > 0.
 	Empty bool   `json:"empty,omitempty"`
 	Error string `json:"error,omitempty"`
 }
 
-// Recommendation is one evaluation's raw recommendation (before the step,
-// stabilization, cooldown and bounds are applied).
+// Recommendation is one evaluation's raw recommendation (before the
+// stabilization, step, cooldown and bounds are applied): the stabilization
+// windows compare raw recommendations, as HPA's do.
 type Recommendation struct {
 	At      time.Time `json:"at"`
 	Desired int       `json:"desired"`
@@ -52,7 +55,11 @@ type Recommendation struct {
 // History is what a decision remembers for the next one. It is a value:
 // the caller keeps the one the last Decision returned and passes it in.
 type History struct {
-	// Recommendations within the longest stabilization window, oldest first.
+	// Recommendations within the longest stabilization window, oldest
+	// first, with the current one last. Only the latest of equal
+	// recommendations is kept (it stands for the earlier ones in every
+	// window that holds them), and at most maxHistory: the history stays
+	// small however often Decide runs.
 	Recommendations []Recommendation `json:"recommendations,omitempty"`
 	// LastChange is when the last decision that changed the size was made
 	// (zero: never); the cooldown runs from it.
@@ -71,7 +78,8 @@ type Input struct {
 // Limit names what held a decision back from the raw recommendation.
 type Limit string
 
-// The limits, in the order Decide applies them.
+// The limits, in the order Decide applies them (min and max first also
+// for a current size outside the bounds).
 const (
 	LimitNone          Limit = ""
 	LimitNoData        Limit = "no_data"       // a check had no value: the size is kept
@@ -87,6 +95,9 @@ type CheckResult struct {
 	Reading
 	// Desired is ceil(Value / TargetPerInstance); absent without a value.
 	Desired *int `json:"desired,omitempty"`
+	// Problem says why the check has no value ("returned no data",
+	// "query failed (...)"); empty when Desired is set.
+	Problem string `json:"problem,omitempty"`
 }
 
 // Decision is Decide's result: printable, comparable, recorded by watch as
@@ -99,8 +110,13 @@ type Decision struct {
 	Recommended int `json:"recommended"`
 	// Desired is the size to set; Desired == Current means no change.
 	Desired int `json:"desired"`
-	// Limit is what held Desired back from Recommended, if anything.
-	Limit  Limit         `json:"limit,omitempty"`
+	// Limit is what held Desired back from Recommended, if anything: the
+	// last limit applied that changed the size. Cooldown is named only
+	// when it kept a size the other limits would have changed.
+	Limit Limit `json:"limit,omitempty"`
+	// Reason is one line for people: the checks' values and targets, the
+	// raw recommendation, each limit that changed it, then the outcome
+	// ("size kept at 5", "size 2 -> 6").
 	Reason string        `json:"reason"`
 	Checks []CheckResult `json:"checks"`
 	// History is the history to pass to the next decision.
