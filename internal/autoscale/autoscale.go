@@ -78,8 +78,8 @@ type Input struct {
 // Limit names what held a decision back from the raw recommendation.
 type Limit string
 
-// The limits, in the order Decide applies them (min and max first also
-// for a current size outside the bounds).
+// The limits. Decide's doc gives the order it applies them in: min or max
+// for a current size outside the bounds comes first, no_data next.
 const (
 	LimitNone          Limit = ""
 	LimitNoData        Limit = "no_data"       // a check had no value: the size is kept

@@ -26,110 +26,116 @@ func ago(d time.Duration, desired int) Recommendation {
 	return Recommendation{At: t0.Add(-d), Desired: desired}
 }
 
+type decideCase struct {
+	name     string
+	policy   Policy
+	current  int
+	readings []Reading
+	history  History
+	desired  int
+	limit    Limit
+	reason   string
+}
+
+var openPolicy = Policy{Min: 0, Max: 100}
+
+// decideCases: each rule alone, then with the others; all at t0.
+var decideCases = []decideCase{
+	{"ceil of value over target", openPolicy, 2, []Reading{rps(130)}, History{}, 3, LimitNone,
+		"rps = 130 (target 50 per instance) wants 3: size 2 -> 3"},
+	{"an exact quotient is not rounded up", openPolicy, 3, []Reading{rps(100)}, History{}, 2, LimitNone,
+		"rps = 100 (target 50 per instance) wants 2: size 3 -> 2"},
+	{"float error is not rounded up", openPolicy, 1,
+		[]Reading{{Check: "q", TargetPerInstance: 0.1, Value: 0.1 + 0.2}}, History{}, 3, LimitNone,
+		"q = 0.3 (target 0.1 per instance) wants 3: size 1 -> 3"},
+	{"no change", openPolicy, 3, []Reading{rps(101)}, History{}, 3, LimitNone,
+		"rps = 101 (target 50 per instance) wants 3: size kept at 3"},
+	{"the largest check wins", issuePolicy, 2,
+		[]Reading{rps(130), {Check: "cpu", TargetPerInstance: 0.5, Value: 4.5}}, History{}, 6, LimitMaxStep,
+		"rps = 130 (target 50 per instance) wants 3, cpu = 4.5 (target 0.5 per instance) wants 9; " +
+			"scale_up.max_step 4 allows 6: size 2 -> 6"},
+	{"scale_up.max_step", Policy{Min: 1, Max: 5, ScaleUp: Step{MaxStep: 1}}, 1, []Reading{rps(130)}, History{}, 2,
+		LimitMaxStep, "rps = 130 (target 50 per instance) wants 3; scale_up.max_step 1 allows 2: size 1 -> 2"},
+	{"scale_down.max_step", issuePolicy, 9, []Reading{rps(120)}, History{}, 7, LimitMaxStep,
+		"rps = 120 (target 50 per instance) wants 3; scale_down.max_step 2 allows 7: size 9 -> 7"},
+	{"zero load wants zero, min holds", issuePolicy, 3, []Reading{rps(0)}, History{}, 2, LimitMin,
+		"rps = 0 (target 50 per instance) wants 0; scale_down.max_step 2 allows 1; bounded by min 2: size 3 -> 2"},
+	{"max holds after the step", issuePolicy, 10, []Reading{rps(1000)}, History{}, 12, LimitMax,
+		"rps = 1000 (target 50 per instance) wants 20; scale_up.max_step 4 allows 14; bounded by max 12: size 10 -> 12"},
+	{"max already reached", issuePolicy, 12, []Reading{rps(1000)}, History{}, 12, LimitMax,
+		"rps = 1000 (target 50 per instance) wants 20; scale_up.max_step 4 allows 16; bounded by max 12: size kept at 12"},
+
+	{"empty keeps the size", issuePolicy, 4, []Reading{{Check: "rps", TargetPerInstance: 50, Empty: true}},
+		History{}, 4, LimitNoData, `check "rps" returned no data: size kept at 4`},
+	{"a failed query keeps the size", issuePolicy, 4,
+		[]Reading{rps(500), {Check: "cpu", TargetPerInstance: 1, Error: "dial tcp 127.0.0.1:9090: connection refused"}},
+		History{}, 4, LimitNoData,
+		`check "cpu" query failed (dial tcp 127.0.0.1:9090: connection refused): size kept at 4`},
+	{"NaN keeps the size", issuePolicy, 4, []Reading{rps(math.NaN())}, History{}, 4, LimitNoData,
+		`check "rps" returned NaN: size kept at 4`},
+	{"Inf keeps the size", issuePolicy, 4, []Reading{rps(math.Inf(1))}, History{}, 4, LimitNoData,
+		`check "rps" returned +Inf: size kept at 4`},
+	{"a negative value keeps the size", issuePolicy, 4, []Reading{rps(-3)}, History{}, 4, LimitNoData,
+		`check "rps" returned a negative value (-3): size kept at 4`},
+	{"a target of 0 keeps the size", issuePolicy, 4, []Reading{{Check: "rps", Value: 10}}, History{}, 4, LimitNoData,
+		`check "rps" has no positive target_per_instance (0): size kept at 4`},
+	{"no checks keep the size", issuePolicy, 4, nil, History{}, 4, LimitNoData,
+		"no checks to evaluate: size kept at 4"},
+	{"every missing check is named", issuePolicy, 4,
+		[]Reading{{Check: "a", Empty: true}, rps(1), {Check: "b", Error: "timeout"}}, History{}, 4, LimitNoData,
+		`check "a" returned no data; check "b" query failed (timeout): size kept at 4`},
+
+	{"below min without data", issuePolicy, 1, []Reading{{Check: "rps", Empty: true}}, History{}, 2, LimitMin,
+		`check "rps" returned no data; current 1 is below min 2: size 1 -> 2`},
+	{"above max in cooldown", issuePolicy, 15, []Reading{rps(10)}, History{LastChange: t0.Add(-time.Second)}, 12,
+		LimitMax, "rps = 10 (target 50 per instance) wants 1; current 15 is above max 12: size 15 -> 12"},
+	{"below min by more than a step", issuePolicy, 0, []Reading{rps(1000)}, History{}, 2, LimitMin,
+		"rps = 1000 (target 50 per instance) wants 20; current 0 is below min 2: size 0 -> 2"},
+
+	{"cooldown keeps a change", issuePolicy, 5, []Reading{rps(350)}, History{LastChange: t0.Add(-18 * time.Second)},
+		5, LimitCooldown, "rps = 350 (target 50 per instance) wants 7; in cooldown for another 12s: size kept at 5"},
+	{"cooldown rounds the wait up", issuePolicy, 5, []Reading{rps(350)},
+		History{LastChange: t0.Add(-18*time.Second - time.Millisecond)}, 5, LimitCooldown,
+		"rps = 350 (target 50 per instance) wants 7; in cooldown for another 12s: size kept at 5"},
+	{"cooldown is not named without a change", issuePolicy, 5, []Reading{rps(250)},
+		History{LastChange: t0.Add(-time.Second)}, 5, LimitNone,
+		"rps = 250 (target 50 per instance) wants 5: size kept at 5"},
+	{"cooldown over", issuePolicy, 5, []Reading{rps(350)}, History{LastChange: t0.Add(-30 * time.Second)},
+		7, LimitNone, "rps = 350 (target 50 per instance) wants 7: size 5 -> 7"},
+	{"cooldown not over though max holds", issuePolicy, 12, []Reading{rps(1000)},
+		History{LastChange: t0.Add(-time.Second)}, 12, LimitMax,
+		"rps = 1000 (target 50 per instance) wants 20; scale_up.max_step 4 allows 16; bounded by max 12: size kept at 12"},
+
+	{"scale-down held by the window", issuePolicy, 5, []Reading{rps(100)},
+		History{Recommendations: []Recommendation{ago(time.Minute, 5)}}, 5, LimitStabilization,
+		"rps = 100 (target 50 per instance) wants 2; scale-down held at 5 by the highest recommendation in the last 2m0s: size kept at 5"},
+	{"scale-down to the window's highest", issuePolicy, 5, []Reading{rps(100)},
+		History{Recommendations: []Recommendation{ago(150*time.Second, 5), ago(30*time.Second, 4)}}, 4,
+		LimitStabilization,
+		"rps = 100 (target 50 per instance) wants 2; scale-down held at 4 by the highest recommendation in the last 2m0s: size 5 -> 4"},
+	{"a recommendation as old as the window is out", issuePolicy, 5, []Reading{rps(100)},
+		History{Recommendations: []Recommendation{ago(2*time.Minute, 5)}}, 3, LimitMaxStep,
+		"rps = 100 (target 50 per instance) wants 2; scale_down.max_step 2 allows 3: size 5 -> 3"},
+	{"scale-up held by its window", Policy{Min: 1, Max: 10, ScaleUp: Step{Stabilization: time.Minute}}, 2,
+		[]Reading{rps(300)}, History{Recommendations: []Recommendation{ago(30*time.Second, 3), ago(90*time.Second, 1)}},
+		3, LimitStabilization,
+		"rps = 300 (target 50 per instance) wants 6; scale-up held at 3 by the lowest recommendation in the last 1m0s: size 2 -> 3"},
+	{"scale-up without a window ignores the history", issuePolicy, 2, []Reading{rps(300)},
+		History{Recommendations: []Recommendation{ago(10*time.Second, 2)}}, 6, LimitNone,
+		"rps = 300 (target 50 per instance) wants 6: size 2 -> 6"},
+	{"stabilization then max_step", issuePolicy, 10, []Reading{rps(0)},
+		History{Recommendations: []Recommendation{ago(time.Minute, 7)}}, 8, LimitMaxStep,
+		"rps = 0 (target 50 per instance) wants 0; scale-down held at 7 by the highest recommendation in the last 2m0s; " +
+			"scale_down.max_step 2 allows 8: size 10 -> 8"},
+
+	{"a max below min is min", Policy{Min: 3, Max: 1}, 5, []Reading{rps(0)}, History{}, 3, LimitMax,
+		"rps = 0 (target 50 per instance) wants 0; current 5 is above max 3: size 5 -> 3"},
+	{"negative steps are unbounded", Policy{Min: 1, Max: 50, ScaleUp: Step{MaxStep: -1}}, 1,
+		[]Reading{rps(1000)}, History{}, 20, LimitNone, "rps = 1000 (target 50 per instance) wants 20: size 1 -> 20"},
+}
+
 func TestDecide(t *testing.T) {
-	open := Policy{Min: 0, Max: 100}
-	for _, tc := range []struct {
-		name     string
-		policy   Policy
-		current  int
-		readings []Reading
-		history  History
-		desired  int
-		limit    Limit
-		reason   string
-	}{
-		{"ceil of value over target", open, 2, []Reading{rps(130)}, History{}, 3, LimitNone,
-			"rps = 130 (target 50 per instance) wants 3: size 2 -> 3"},
-		{"an exact quotient is not rounded up", open, 3, []Reading{rps(100)}, History{}, 2, LimitNone,
-			"rps = 100 (target 50 per instance) wants 2: size 3 -> 2"},
-		{"float error is not rounded up", open, 1,
-			[]Reading{{Check: "q", TargetPerInstance: 0.1, Value: 0.1 + 0.2}}, History{}, 3, LimitNone,
-			"q = 0.3 (target 0.1 per instance) wants 3: size 1 -> 3"},
-		{"no change", open, 3, []Reading{rps(101)}, History{}, 3, LimitNone,
-			"rps = 101 (target 50 per instance) wants 3: size kept at 3"},
-		{"the largest check wins", issuePolicy, 2,
-			[]Reading{rps(130), {Check: "cpu", TargetPerInstance: 0.5, Value: 4.5}}, History{}, 6, LimitMaxStep,
-			"rps = 130 (target 50 per instance) wants 3, cpu = 4.5 (target 0.5 per instance) wants 9; " +
-				"scale_up.max_step 4 allows 6: size 2 -> 6"},
-		{"scale_up.max_step", Policy{Min: 1, Max: 5, ScaleUp: Step{MaxStep: 1}}, 1, []Reading{rps(130)}, History{}, 2,
-			LimitMaxStep, "rps = 130 (target 50 per instance) wants 3; scale_up.max_step 1 allows 2: size 1 -> 2"},
-		{"scale_down.max_step", issuePolicy, 9, []Reading{rps(120)}, History{}, 7, LimitMaxStep,
-			"rps = 120 (target 50 per instance) wants 3; scale_down.max_step 2 allows 7: size 9 -> 7"},
-		{"zero load wants zero, min holds", issuePolicy, 3, []Reading{rps(0)}, History{}, 2, LimitMin,
-			"rps = 0 (target 50 per instance) wants 0; scale_down.max_step 2 allows 1; bounded by min 2: size 3 -> 2"},
-		{"max holds after the step", issuePolicy, 10, []Reading{rps(1000)}, History{}, 12, LimitMax,
-			"rps = 1000 (target 50 per instance) wants 20; scale_up.max_step 4 allows 14; bounded by max 12: size 10 -> 12"},
-		{"max already reached", issuePolicy, 12, []Reading{rps(1000)}, History{}, 12, LimitMax,
-			"rps = 1000 (target 50 per instance) wants 20; scale_up.max_step 4 allows 16; bounded by max 12: size kept at 12"},
-
-		{"empty keeps the size", issuePolicy, 4, []Reading{{Check: "rps", TargetPerInstance: 50, Empty: true}},
-			History{}, 4, LimitNoData, `check "rps" returned no data: size kept at 4`},
-		{"a failed query keeps the size", issuePolicy, 4,
-			[]Reading{rps(500), {Check: "cpu", TargetPerInstance: 1, Error: "dial tcp 127.0.0.1:9090: connection refused"}},
-			History{}, 4, LimitNoData,
-			`check "cpu" query failed (dial tcp 127.0.0.1:9090: connection refused): size kept at 4`},
-		{"NaN keeps the size", issuePolicy, 4, []Reading{rps(math.NaN())}, History{}, 4, LimitNoData,
-			`check "rps" returned NaN: size kept at 4`},
-		{"Inf keeps the size", issuePolicy, 4, []Reading{rps(math.Inf(1))}, History{}, 4, LimitNoData,
-			`check "rps" returned +Inf: size kept at 4`},
-		{"a negative value keeps the size", issuePolicy, 4, []Reading{rps(-3)}, History{}, 4, LimitNoData,
-			`check "rps" returned a negative value (-3): size kept at 4`},
-		{"a target of 0 keeps the size", issuePolicy, 4, []Reading{{Check: "rps", Value: 10}}, History{}, 4, LimitNoData,
-			`check "rps" has no positive target_per_instance (0): size kept at 4`},
-		{"no checks keep the size", issuePolicy, 4, nil, History{}, 4, LimitNoData,
-			"no checks to evaluate: size kept at 4"},
-		{"every missing check is named", issuePolicy, 4,
-			[]Reading{{Check: "a", Empty: true}, rps(1), {Check: "b", Error: "timeout"}}, History{}, 4, LimitNoData,
-			`check "a" returned no data; check "b" query failed (timeout): size kept at 4`},
-
-		{"below min without data", issuePolicy, 1, []Reading{{Check: "rps", Empty: true}}, History{}, 2, LimitMin,
-			`check "rps" returned no data; current 1 is below min 2: size 1 -> 2`},
-		{"above max in cooldown", issuePolicy, 15, []Reading{rps(10)}, History{LastChange: t0.Add(-time.Second)}, 12,
-			LimitMax, "rps = 10 (target 50 per instance) wants 1; current 15 is above max 12: size 15 -> 12"},
-		{"below min by more than a step", issuePolicy, 0, []Reading{rps(1000)}, History{}, 2, LimitMin,
-			"rps = 1000 (target 50 per instance) wants 20; current 0 is below min 2: size 0 -> 2"},
-
-		{"cooldown keeps a change", issuePolicy, 5, []Reading{rps(350)}, History{LastChange: t0.Add(-18 * time.Second)},
-			5, LimitCooldown, "rps = 350 (target 50 per instance) wants 7; in cooldown for another 12s: size kept at 5"},
-		{"cooldown rounds the wait up", issuePolicy, 5, []Reading{rps(350)},
-			History{LastChange: t0.Add(-18*time.Second - time.Millisecond)}, 5, LimitCooldown,
-			"rps = 350 (target 50 per instance) wants 7; in cooldown for another 12s: size kept at 5"},
-		{"cooldown is not named without a change", issuePolicy, 5, []Reading{rps(250)},
-			History{LastChange: t0.Add(-time.Second)}, 5, LimitNone,
-			"rps = 250 (target 50 per instance) wants 5: size kept at 5"},
-		{"cooldown over", issuePolicy, 5, []Reading{rps(350)}, History{LastChange: t0.Add(-30 * time.Second)},
-			7, LimitNone, "rps = 350 (target 50 per instance) wants 7: size 5 -> 7"},
-		{"cooldown not over though max holds", issuePolicy, 12, []Reading{rps(1000)},
-			History{LastChange: t0.Add(-time.Second)}, 12, LimitMax,
-			"rps = 1000 (target 50 per instance) wants 20; scale_up.max_step 4 allows 16; bounded by max 12: size kept at 12"},
-
-		{"scale-down held by the window", issuePolicy, 5, []Reading{rps(100)},
-			History{Recommendations: []Recommendation{ago(time.Minute, 5)}}, 5, LimitStabilization,
-			"rps = 100 (target 50 per instance) wants 2; scale-down held at 5 by the highest recommendation in the last 2m0s: size kept at 5"},
-		{"scale-down to the window's highest", issuePolicy, 5, []Reading{rps(100)},
-			History{Recommendations: []Recommendation{ago(150*time.Second, 5), ago(30*time.Second, 4)}}, 4,
-			LimitStabilization,
-			"rps = 100 (target 50 per instance) wants 2; scale-down held at 4 by the highest recommendation in the last 2m0s: size 5 -> 4"},
-		{"a recommendation as old as the window is out", issuePolicy, 5, []Reading{rps(100)},
-			History{Recommendations: []Recommendation{ago(2*time.Minute, 5)}}, 3, LimitMaxStep,
-			"rps = 100 (target 50 per instance) wants 2; scale_down.max_step 2 allows 3: size 5 -> 3"},
-		{"scale-up held by its window", Policy{Min: 1, Max: 10, ScaleUp: Step{Stabilization: time.Minute}}, 2,
-			[]Reading{rps(300)}, History{Recommendations: []Recommendation{ago(30*time.Second, 3), ago(90*time.Second, 1)}},
-			3, LimitStabilization,
-			"rps = 300 (target 50 per instance) wants 6; scale-up held at 3 by the lowest recommendation in the last 1m0s: size 2 -> 3"},
-		{"scale-up without a window ignores the history", issuePolicy, 2, []Reading{rps(300)},
-			History{Recommendations: []Recommendation{ago(10*time.Second, 2)}}, 6, LimitNone,
-			"rps = 300 (target 50 per instance) wants 6: size 2 -> 6"},
-		{"stabilization then max_step", issuePolicy, 10, []Reading{rps(0)},
-			History{Recommendations: []Recommendation{ago(time.Minute, 7)}}, 8, LimitMaxStep,
-			"rps = 0 (target 50 per instance) wants 0; scale-down held at 7 by the highest recommendation in the last 2m0s; " +
-				"scale_down.max_step 2 allows 8: size 10 -> 8"},
-
-		{"a max below min is min", Policy{Min: 3, Max: 1}, 5, []Reading{rps(0)}, History{}, 3, LimitMax,
-			"rps = 0 (target 50 per instance) wants 0; current 5 is above max 3: size 5 -> 3"},
-		{"negative steps are unbounded", Policy{Min: 1, Max: 50, ScaleUp: Step{MaxStep: -1}}, 1,
-			[]Reading{rps(1000)}, History{}, 20, LimitNone, "rps = 1000 (target 50 per instance) wants 20: size 1 -> 20"},
-	} {
+	for _, tc := range decideCases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(Input{Policy: tc.policy, Current: tc.current, Now: t0, Readings: tc.readings, History: tc.history})
 			if d.Desired != tc.desired || d.Limit != tc.limit || d.Reason != tc.reason {
@@ -172,6 +178,19 @@ func TestDecideHistory(t *testing.T) {
 	d = Decide(in)
 	if d.Limit != LimitCooldown || d.History.Recommendations[len(d.History.Recommendations)-1] != ago(0, 10) {
 		t.Fatalf("cooldown: %q, history %v: want the recommendation recorded", d.Limit, d.History.Recommendations)
+	}
+}
+
+func TestDecideHistoryBounded(t *testing.T) {
+	var old []Recommendation
+	for i := range 2 * maxHistory {
+		old = append(old, Recommendation{At: t0.Add(-time.Minute + time.Duration(i)*time.Millisecond), Desired: 100 + i})
+	}
+	d := Decide(Input{Policy: issuePolicy, Current: 2, Now: t0, Readings: []Reading{rps(100)},
+		History: History{Recommendations: old}})
+	recs := d.History.Recommendations
+	if len(recs) != maxHistory || recs[len(recs)-1] != ago(0, 2) || recs[0] != old[len(old)-maxHistory+1] {
+		t.Fatalf("history of %d from %v to %v: want the %d latest", len(recs), recs[0], recs[len(recs)-1], maxHistory)
 	}
 }
 
