@@ -47,8 +47,9 @@ type ProviderClient interface {
 	Metadata(ctx context.Context, in *ProviderMetadataRequest, opts ...grpc.CallOption) (*ProviderMetadataResponse, error)
 	// Configure gives the provider the attributes of its provider block (other
 	// than alias and parallelism), before the host's first other call to the
-	// process and again whenever the block changed; a block without such
-	// attributes is not sent. A provider that takes no configuration accepts
+	// process and again whenever the block changed. A new process whose block
+	// has no such attributes is not configured; a running one whose block
+	// lost them gets `{}`. A provider that takes no configuration accepts
 	// any (and may warn about what it ignores). A host that finds it
 	// UNIMPLEMENTED talks to a provider that predates it.
 	Configure(ctx context.Context, in *ProviderConfigureRequest, opts ...grpc.CallOption) (*ProviderConfigureResponse, error)
@@ -89,8 +90,9 @@ type ProviderServer interface {
 	Metadata(context.Context, *ProviderMetadataRequest) (*ProviderMetadataResponse, error)
 	// Configure gives the provider the attributes of its provider block (other
 	// than alias and parallelism), before the host's first other call to the
-	// process and again whenever the block changed; a block without such
-	// attributes is not sent. A provider that takes no configuration accepts
+	// process and again whenever the block changed. A new process whose block
+	// has no such attributes is not configured; a running one whose block
+	// lost them gets `{}`. A provider that takes no configuration accepts
 	// any (and may warn about what it ignores). A host that finds it
 	// UNIMPLEMENTED talks to a provider that predates it.
 	Configure(context.Context, *ProviderConfigureRequest) (*ProviderConfigureResponse, error)
