@@ -10,6 +10,7 @@ package operation
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"sync"
 	"time"
@@ -74,6 +75,12 @@ type Options struct {
 	// steps waiting for it (its backends, its authorizations) give up
 	// (zero: the executor's default).
 	AwaitTimeout time.Duration
+	// KeepProviderConfig keeps the stack files' provider blocks from
+	// configuring the providers: only the stacks operations act on (the
+	// state's) and SetProviderConfigs do. watch sets it, which validates
+	// stack files not yet applied while its providers serve the applied
+	// stack.
+	KeepProviderConfig bool
 }
 
 // Runner runs operations. Close it to stop the providers it launched.
@@ -98,6 +105,9 @@ type Runner struct {
 	host   *pluginhost.Host
 	closed bool
 	cache  map[instancesKey]cachedInstances
+	// configs are the provider blocks' configurations by key, for the
+	// host's processes (see useProviders).
+	configs map[string]json.RawMessage
 }
 
 // New prepares a Runner. It does not load the stack or launch providers yet.

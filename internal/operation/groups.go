@@ -83,6 +83,7 @@ func (g groups) Describe(ctx context.Context, meta *controller.Metadata) ([]cont
 	if err != nil {
 		return nil, err
 	}
+	g.r.useProviders(doc.Stack)
 	names := groupNames(doc)
 	if meta != nil {
 		if storedGroup(doc, meta.Name) == nil && doc.Groups[meta.Name] == nil {

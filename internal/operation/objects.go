@@ -41,12 +41,14 @@ func (r *Runner) stackFor(ctx context.Context, has func(*config.Stack) bool) (*c
 		return nil, nil, err
 	}
 	if doc.Stack != nil && has(doc.Stack) {
+		r.useProviders(doc.Stack)
 		return doc.Stack, doc, nil
 	}
 	st, diags := config.LoadWith(r.opts.StackDir, r.opts.Inputs, r.opts.ExtraFiles...)
 	if diags.HasErrors() || st == nil || !has(st) {
 		return nil, doc, nil
 	}
+	r.useStackFiles(st)
 	return st, doc, nil
 }
 

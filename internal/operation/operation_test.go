@@ -23,7 +23,9 @@ import (
 	"github.com/infrakit/infrakit/internal/state"
 )
 
-// testBin holds the real provider binaries TestMain builds.
+// testBin holds the real provider binaries TestMain builds, and the
+// configured test provider of pluginhost (which answers what its provider
+// block configured as metrics queries).
 var testBin string
 
 func TestMain(m *testing.M) {
@@ -33,9 +35,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testBin = dir
-	for _, name := range []string{"simulator", "vanilla"} {
+	for name, pkg := range map[string]string{
+		"simulator":  "github.com/infrakit/infrakit/plugins/simulator",
+		"vanilla":    "github.com/infrakit/infrakit/plugins/vanilla",
+		"configured": "github.com/infrakit/infrakit/internal/pluginhost/testdata/configured",
+	} {
 		out := filepath.Join(dir, pluginhost.BinaryName(name))
-		cmd := exec.Command("go", "build", "-o", out, "github.com/infrakit/infrakit/plugins/"+name)
+		cmd := exec.Command("go", "build", "-o", out, pkg)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", name, err, b)
 			os.RemoveAll(dir)

@@ -50,6 +50,7 @@ func (r *Runner) plan(ctx context.Context, st *config.Stack, mode PlanMode) (*pl
 // the scope's group work from the world observed (a verb's decision).
 func (r *Runner) computeLocked(ctx context.Context, desired *config.Stack, doc *state.Document, scope plan.Scope, health bool,
 	work func(plan.World) (map[string]plan.GroupWork, error)) (*plan.Plan, error) {
+	r.useProviders(doc.Stack, desired)
 	needs := plan.NeedsOf(desired, doc, scope)
 	start := time.Now()
 	world := r.observe(ctx, needs, func(need plan.GroupNeed, members []group.Member) bool {
@@ -194,6 +195,7 @@ func (r *Runner) checkWorld(ctx context.Context, p *plan.Plan, doc *state.Docume
 // execute runs the plan's steps under the state lock the caller holds,
 // recording into doc (as read under that lock).
 func (r *Runner) execute(ctx context.Context, p *plan.Plan, doc *state.Document) (*controller.Result, error) {
+	r.useProviders(doc.Stack, p.Desired) // a saved plan's providers are configured as it was planned
 	rec := execute.NewStateRecorder(r.store, doc, p.Desired, r.opts.StateWriteInterval, r.log.Named("state"))
 	res := execute.Run(ctx, p, r.bindings(p.Desired, doc.Stack), rec, r.executeOptions(p.Desired, doc.Stack))
 	out := &controller.Result{Plan: p, Done: res.Done, Failed: res.Failed,

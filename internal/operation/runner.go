@@ -129,6 +129,9 @@ func (r *Runner) hostFor() (*pluginhost.Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	for key, c := range r.configs {
+		h.SetConfig(key, c)
+	}
 	r.host = h
 	return h, nil
 }
@@ -154,6 +157,7 @@ func (r *Runner) loadStack(ctx context.Context) (*config.Stack, map[string]*hcl.
 		})
 		return st, st.Files, diags
 	}
+	r.useStackFiles(st) // before the launch, which configures the processes
 	launchAll(ctx, h, st)
 	diags = append(diags, config.ValidateWithProviders(ctx, st, validator{host: h})...)
 	return st, st.Files, diags

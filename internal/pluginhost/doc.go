@@ -6,8 +6,9 @@
 // (.infrakit.lock.hcl, see Lock). Every later command runs providers through a
 // Host, which launches the installed binary only when it still has the locked
 // checksum, keeps one process per provider key ("simulator",
-// "simulator.nfs-auth"), relaunches a crashed one with backoff and kills them
-// all on Close.
+// "simulator.nfs-auth"), hands each its provider block's configuration
+// (SetConfig) before its first use and whenever the block changed,
+// relaunches a crashed one with backoff and kills them all on Close.
 package pluginhost
 
 import (

@@ -2,6 +2,7 @@ package pluginhost
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -43,7 +44,8 @@ type Options struct {
 // Host runs the providers of one working directory for one command (or one
 // `watch`): one process per provider key, launched on first use from the
 // installed binary the lock file pins, checked against the locked checksum at
-// every launch, relaunched with backoff when it dies, and killed by Close.
+// every launch, configured with its block's configuration (SetConfig),
+// relaunched with backoff when it dies, and killed by Close.
 // Its methods are safe for concurrent use.
 type Host struct {
 	opts    Options
@@ -70,6 +72,12 @@ type proc struct {
 	// Under turn:
 	restarts restarts
 	lastErr  error // why the last launch failed or the last process ended
+	// configured is the configuration client last took (nil: none yet).
+	configured json.RawMessage
+
+	// config is the block's configuration to hand out, under Host.mu (see
+	// SetConfig).
+	config json.RawMessage
 
 	// client is written under turn and Host.mu, read under either.
 	client *plugin.Client
@@ -164,6 +172,10 @@ func ParseKey(key string) (name, alias string, err error) {
 // A process that has exited (it crashed or was killed) is noticed here and
 // relaunched, no sooner than the backoff allows: until then Client returns an
 // error that says when it will try again and why the last process ended.
+//
+// The process returned has taken the key's configuration (SetConfig); when
+// it does not, Client returns a *ConfigError and the process stays, to be
+// configured again by the next call.
 func (h *Host) Client(ctx context.Context, key string) (*plugin.Client, error) {
 	name, _, err := ParseKey(key)
 	if err != nil {
@@ -174,14 +186,7 @@ func (h *Host) Client(ctx context.Context, key string) (*plugin.Client, error) {
 		h.mu.Unlock()
 		return nil, fmt.Errorf("provider %q: %w", key, ErrClosed)
 	}
-	p, ok := h.procs[key]
-	if !ok {
-		p = &proc{
-			turn:     make(chan struct{}, 1),
-			restarts: restarts{min: h.opts.MinBackoff, max: h.opts.MaxBackoff},
-		}
-		h.procs[key] = p
-	}
+	p := h.proc(key)
 	h.mu.Unlock()
 
 	select {
@@ -197,6 +202,9 @@ func (h *Host) Client(ctx context.Context, key string) (*plugin.Client, error) {
 	now := h.now()
 	if p.client != nil {
 		if !p.client.Exited() {
+			if err := h.configure(ctx, key, p, p.client); err != nil {
+				return nil, err
+			}
 			return p.client, nil
 		}
 		h.log.Warn("provider process exited; relaunching", "provider", key)
@@ -224,7 +232,24 @@ func (h *Host) Client(ctx context.Context, key string) (*plugin.Client, error) {
 		c.Kill()
 		return nil, fmt.Errorf("provider %q: %w", key, ErrClosed)
 	}
+	p.configured = nil
+	if err := h.configure(ctx, key, p, c); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// proc returns key's record, creating it; h.mu is held.
+func (h *Host) proc(key string) *proc {
+	p, ok := h.procs[key]
+	if !ok {
+		p = &proc{
+			turn:     make(chan struct{}, 1),
+			restarts: restarts{min: h.opts.MinBackoff, max: h.opts.MaxBackoff},
+		}
+		h.procs[key] = p
+	}
+	return p
 }
 
 func (h *Host) isClosed() bool {

@@ -11,7 +11,8 @@ import (
 )
 
 // testBin holds the provider binaries TestMain builds:
-// infrakit-provider-simulator and infrakit-provider-vanilla.
+// infrakit-provider-simulator and infrakit-provider-vanilla, and
+// infrakit-provider-configured (testdata/configured).
 var testBin string
 
 // TestMain builds the real provider binaries once, runs the tests, removes
@@ -23,8 +24,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testBin = dir
-	for _, name := range []string{"simulator", "vanilla"} {
-		if err := buildProvider(filepath.Join(dir, BinaryName(name)), name, ""); err != nil {
+	for name, pkg := range map[string]string{
+		"simulator":  shipped + "simulator",
+		"vanilla":    shipped + "vanilla",
+		"configured": "./testdata/configured",
+	} {
+		if err := buildPackage(filepath.Join(dir, BinaryName(name)), pkg, ""); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)
@@ -36,17 +41,26 @@ func TestMain(m *testing.M) {
 	}))
 }
 
+// shipped is the import path prefix of the shipped providers.
+const shipped = "github.com/infrakit/infrakit/plugins/"
+
 // buildProvider builds ./plugins/<name> to out, with main.version set when
 // version is not empty.
 func buildProvider(out, name, version string) error {
+	return buildPackage(out, shipped+name, version)
+}
+
+// buildPackage builds the main package pkg to out, with main.version set
+// when version is not empty.
+func buildPackage(out, pkg, version string) error {
 	args := []string{"build", "-o", out}
 	if version != "" {
 		args = append(args, "-ldflags", "-X main.version="+version)
 	}
-	args = append(args, "github.com/infrakit/infrakit/plugins/"+name)
+	args = append(args, pkg)
 	cmd := exec.Command("go", args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", name, err, b)
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return nil
 }

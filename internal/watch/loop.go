@@ -307,6 +307,9 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 // their next pass.
 func (s *service) setDoc(ctx context.Context, doc *state.Document) {
 	s.doc = doc
+	// The applied provider blocks configure the providers (at their next
+	// use), not the stack files: see operation.Options.KeepProviderConfig.
+	s.runner.SetProviderConfigs(doc.Stack)
 	want := map[string]groupSpec{}
 	keys := map[string]bool{}
 	if doc.Stack != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/watch/status"
 	"github.com/infrakit/infrakit/sdk/plugin"
 )
@@ -119,7 +120,13 @@ func (p *providers) client(ctx context.Context, key string) (*plugin.Client, err
 	}
 	c, err := h.Client(ctx, key)
 	if err != nil {
-		if ctx.Err() == nil {
+		var refused *pluginhost.ConfigError
+		switch {
+		case ctx.Err() != nil:
+		case errors.As(err, &refused):
+			// The process runs on; its next use configures it again.
+			p.rec.ProviderError(key, "Configure", err)
+		default:
 			p.rec.ProviderError(key, "Launch", err)
 			p.down(key)
 		}

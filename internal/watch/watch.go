@@ -175,6 +175,9 @@ func Run(ctx context.Context, opts Options) error {
 		Operation:   "watch",
 		HostEnv:     opts.HostEnv,
 		CallTimeout: opts.CallTimeout,
+		// The applied stack's provider blocks configure the providers
+		// (setDoc), never the files a reload validates.
+		KeepProviderConfig: true,
 	})
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
+	"github.com/infrakit/infrakit/sdk/metrics"
 	"github.com/infrakit/infrakit/sdk/nfs"
 	pb "github.com/infrakit/infrakit/sdk/proto/infrakit/provider/v1"
 	"github.com/infrakit/infrakit/sdk/provider"
@@ -84,6 +85,7 @@ type Client struct {
 	flavors       pb.FlavorClient
 	loadBalancers pb.LoadBalancerClient
 	authorizers   pb.AuthorizerClient
+	metrics       pb.MetricsClient
 }
 
 // Start launches a provider and completes the handshake. The handshake is
@@ -163,6 +165,7 @@ func Start(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	c.flavors = pb.NewFlavorClient(conn)
 	c.loadBalancers = pb.NewLoadBalancerClient(conn)
 	c.authorizers = pb.NewAuthorizerClient(conn)
+	c.metrics = pb.NewMetricsClient(conn)
 	return c, nil
 }
 
@@ -268,6 +271,9 @@ func (c *Client) LoadBalancer(name string) loadbalancer.L4 {
 
 // Authorizer returns the NFS authorizer of one type.
 func (c *Client) Authorizer(typ string) nfs.Authorizer { return authorizerClient{c: c, typ: typ} }
+
+// Metrics returns the metrics source of one query language ("promql").
+func (c *Client) Metrics(typ string) metrics.Source { return metricsClient{c: c, typ: typ} }
 
 // Pid is the provider's process id.
 func (c *Client) Pid() int { return c.pid }

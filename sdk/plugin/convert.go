@@ -240,6 +240,7 @@ var kinds = map[provider.Kind]pb.Kind{
 	provider.KindFlavor:       pb.Kind_KIND_FLAVOR,
 	provider.KindLoadBalancer: pb.Kind_KIND_LOADBALANCER,
 	provider.KindAuthorizer:   pb.Kind_KIND_AUTHORIZER,
+	provider.KindMetrics:      pb.Kind_KIND_METRICS,
 }
 
 func metadataToProto(m provider.Metadata) (*pb.ProviderMetadataResponse, error) {

@@ -11,9 +11,14 @@
 //		})
 //	}
 //
-// A host calls Start to launch a provider binary and uses the returned
-// Client's adapters (Instance, Flavor, LoadBalancer, Authorizer), which
-// implement the same SPI interfaces. Every error a Client returns reads
+// A provider that takes settings from its stack's provider block
+// (`provider "prometheus" { address = "..." }`) sets ServeConfig.Configure,
+// which receives the block's attributes as a JSON object.
+//
+// A host calls Start to launch a provider binary, Client.Configure to hand
+// it its block's configuration, and uses the returned Client's adapters
+// (Instance, Flavor, LoadBalancer, Authorizer, Metrics), which implement the
+// same SPI interfaces. Every error a Client returns reads
 // `provider "<name>": <Method>: <cause>`; diagnostics a provider returns come
 // back as provider.Diagnostics (use errors.As), failures to reach the process
 // wrap ErrUnavailable, and calls a provider does not support wrap
@@ -80,6 +85,7 @@ func (p *grpcPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
 	pb.RegisterFlavorServer(s, flavorServer{s: p.server})
 	pb.RegisterLoadBalancerServer(s, loadBalancerServer{s: p.server})
 	pb.RegisterAuthorizerServer(s, authorizerServer{s: p.server})
+	pb.RegisterMetricsServer(s, metricsServer{s: p.server})
 	return nil
 }
 

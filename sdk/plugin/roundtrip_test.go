@@ -88,6 +88,7 @@ func TestRoundTrip(t *testing.T) {
 			{Kind: provider.KindInstance, Type: "nowatch", Schema: provider.Schema{Open: true}},
 			{Kind: provider.KindFlavor, Type: "vanilla", Schema: provider.Schema{Open: true}},
 			{Kind: provider.KindAuthorizer, Type: "disk", Schema: provider.Schema{Open: true}},
+			{Kind: provider.KindMetrics, Type: "testql", Schema: provider.Schema{Open: true}},
 			{Kind: provider.KindLoadBalancer, Type: provider.AnyName, Schema: provider.Schema{Open: true}},
 		}}
 		if !reflect.DeepEqual(m, want) {

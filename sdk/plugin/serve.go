@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"strconv"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
+	"github.com/infrakit/infrakit/sdk/metrics"
 	"github.com/infrakit/infrakit/sdk/nfs"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
@@ -30,6 +33,26 @@ type ServeConfig struct {
 	LoadBalancer func(name string) (loadbalancer.L4, error)
 	// Authorizers by authorizer type ("disk").
 	Authorizers map[string]nfs.Authorizer
+	// Metrics sources by query language ("promql").
+	Metrics map[string]metrics.Source
+	// Configure receives the provider block's configuration: its attributes
+	// other than alias and parallelism, as a JSON object (`{}` when it has
+	// none). The host calls it before its first other call to the process
+	// and again whenever the block changed, so it may run while other calls
+	// are in flight: keep the configuration behind a lock (or an
+	// atomic.Pointer) and let each call read it once. Return
+	// provider.Diagnostics with paths inside the object (["address"]) for
+	// what is wrong; the host then calls Configure again before the
+	// process's next use. A process whose block has no attributes of the
+	// provider's is not configured at all (unless an earlier configuration
+	// of it had some: it then gets `{}`, the defaults), so the zero
+	// configuration must be usable or make the SPI calls fail with a clear
+	// error.
+	//
+	// nil means the provider takes no configuration: a block's attributes
+	// are accepted and ignored, each with a warning diagnostic (logged by the
+	// host), so stacks written before providers received them keep working.
+	Configure func(ctx context.Context, config json.RawMessage) error
 	// Logger is optional; by default it is NewLogger().
 	Logger hclog.Logger
 }

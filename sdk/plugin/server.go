@@ -12,6 +12,7 @@ import (
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
+	"github.com/infrakit/infrakit/sdk/metrics"
 	"github.com/infrakit/infrakit/sdk/nfs"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
@@ -44,6 +45,7 @@ func completeMetadata(cfg *ServeConfig) provider.Metadata {
 	add(provider.KindInstance, keys(cfg.Instances))
 	add(provider.KindFlavor, keys(cfg.Flavors))
 	add(provider.KindAuthorizer, keys(cfg.Authorizers))
+	add(provider.KindMetrics, keys(cfg.Metrics))
 	if cfg.LoadBalancer != nil && len(m.Types(provider.KindLoadBalancer)) == 0 {
 		add(provider.KindLoadBalancer, []string{provider.AnyName})
 	}
@@ -68,6 +70,10 @@ func (s *server) flavor(typ string) (flavor.Plugin, error) {
 
 func (s *server) authorizer(typ string) (nfs.Authorizer, error) {
 	return lookup(s.cfg.Authorizers, provider.KindAuthorizer, typ)
+}
+
+func (s *server) metrics(typ string) (metrics.Source, error) {
+	return lookup(s.cfg.Metrics, provider.KindMetrics, typ)
 }
 
 func (s *server) loadBalancer(name string) (loadbalancer.L4, error) {

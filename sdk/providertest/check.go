@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
@@ -16,6 +17,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/metrics"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -41,6 +43,52 @@ func checkDiagnostics(err error, want []string) error {
 		paths = append(paths, fmt.Sprintf("%q", d.Path))
 	}
 	return fmt.Errorf("no error diagnostic with path %q; got paths %s: %v", want, strings.Join(paths, ", "), err)
+}
+
+// checkRefused reports what is wrong with err as the answer to something
+// the provider must refuse as the user's mistake (a query that does not
+// parse): it must be, or wrap, provider.Diagnostics holding an error.
+func checkRefused(err error) error {
+	if err == nil {
+		return errors.New("accepted")
+	}
+	var ds provider.Diagnostics
+	if !errors.As(err, &ds) || !ds.HasErrors() {
+		return fmt.Errorf("error is not provider.Diagnostics, so the core cannot tell a wrong query from a failing source: %v", err)
+	}
+	return nil
+}
+
+// checkSample judges the answer to a query that has one value, asked for
+// time at (zero: now).
+func checkSample(s metrics.Sample, err error, at time.Time) error {
+	if err != nil {
+		return fmt.Errorf("no value: %w", err)
+	}
+	if s.Empty {
+		return errors.New("answered no data (Sample.Empty); the case's Query must be one the source answers with a value")
+	}
+	if s.At.IsZero() {
+		return fmt.Errorf("the sample (value %v) says no time: Sample.At must be the evaluation time or the sample's own", s.Value)
+	}
+	// A second of slack for a source that keeps its own time resolution.
+	if !at.IsZero() && s.At.After(at.Add(time.Second)) {
+		return fmt.Errorf("the sample asked for %s is for %s, after it: the source did not evaluate at the time asked",
+			at.Format(time.RFC3339Nano), s.At.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// checkEmptySample judges the answer to a query that matches no data: no
+// data, which autoscale must not read as 0, is neither a value nor an error.
+func checkEmptySample(s metrics.Sample, err error) error {
+	if err != nil {
+		return fmt.Errorf("a query matching no data must be answered with Sample.Empty, not an error: %w", err)
+	}
+	if !s.Empty {
+		return fmt.Errorf("answered the value %v instead of no data (Sample.Empty): autoscale would take a missing metric for a value", s.Value)
+	}
+	return nil
 }
 
 // containsTags reports the first tag of want that got is missing or has
@@ -162,7 +210,7 @@ func checkMetadata(md provider.Metadata) []error {
 	for _, o := range md.Objects {
 		key := string(o.Kind) + "/" + o.Type
 		switch o.Kind {
-		case provider.KindInstance, provider.KindFlavor, provider.KindLoadBalancer, provider.KindAuthorizer:
+		case provider.KindInstance, provider.KindFlavor, provider.KindLoadBalancer, provider.KindAuthorizer, provider.KindMetrics:
 		default:
 			errs = append(errs, fmt.Errorf("object %q: unknown kind %q", key, o.Kind))
 		}

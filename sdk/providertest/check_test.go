@@ -7,10 +7,12 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
 	"github.com/infrakit/infrakit/sdk/instance"
+	"github.com/infrakit/infrakit/sdk/metrics"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -122,6 +124,7 @@ func TestCheckMetadata(t *testing.T) {
 			"note": {Type: "string"}, "cpus": {Type: "number"}, "labels": {Type: "map(string)"}, "any": {Type: "any"},
 		}}},
 		{Kind: provider.KindLoadBalancer, Type: provider.AnyName},
+		{Kind: provider.KindMetrics, Type: "promql"},
 	}}
 	if errs := checkMetadata(good); len(errs) != 0 {
 		t.Fatalf("good metadata: %v", errs)
@@ -267,4 +270,67 @@ func TestJSONEqual(t *testing.T) {
 			t.Fatalf("%s equals %s", a, c)
 		}
 	})
+}
+
+func TestCheckRefused(t *testing.T) {
+	diags := provider.AttributeError("Invalid query", "parse error", "query")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string // substring of the complaint; "" means accepted
+	}{
+		{"diagnostics", diags, ""},
+		{"wrapped by the client", fmt.Errorf("provider %q: Query: %w", "prometheus", diags), ""},
+		{"any path", provider.AttributeError("Invalid query", ""), ""},
+		{"nil is acceptance", nil, "accepted"},
+		{"plain error", errors.New("connection refused"), "not provider.Diagnostics"},
+		{"warnings only", provider.Diagnostics{{Severity: provider.Warning, Summary: "slow"}}, "not provider.Diagnostics"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := checkRefused(tc.err)
+			if (tc.want == "") != (got == nil) || got != nil && !strings.Contains(got.Error(), tc.want) {
+				t.Errorf("checkRefused = %v, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckSample(t *testing.T) {
+	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		sample metrics.Sample
+		err    error
+		at     time.Time
+		want   string
+	}{
+		{"value now", metrics.Sample{Value: 3, At: at}, nil, time.Time{}, ""},
+		{"zero is a value", metrics.Sample{At: at}, nil, time.Time{}, ""},
+		{"at the time asked", metrics.Sample{Value: 3, At: at}, nil, at, ""},
+		{"the sample's own earlier time", metrics.Sample{Value: 3, At: at.Add(-15 * time.Second)}, nil, at, ""},
+		{"within the slack", metrics.Sample{Value: 3, At: at.Add(time.Second)}, nil, at, ""},
+		{"error", metrics.Sample{}, errors.New("connection refused"), time.Time{}, "no value: connection refused"},
+		{"empty", metrics.Sample{Empty: true, At: at}, nil, time.Time{}, "answered no data"},
+		{"no time", metrics.Sample{Value: 3}, nil, time.Time{}, "says no time"},
+		{"after the time asked", metrics.Sample{Value: 3, At: at.Add(time.Minute)}, nil, at, "after it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := checkSample(tc.sample, tc.err, tc.at)
+			if (tc.want == "") != (got == nil) || got != nil && !strings.Contains(got.Error(), tc.want) {
+				t.Errorf("checkSample = %v, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckEmptySample(t *testing.T) {
+	if err := checkEmptySample(metrics.Sample{Empty: true}, nil); err != nil {
+		t.Errorf("empty sample: %v", err)
+	}
+	if err := checkEmptySample(metrics.Sample{}, nil); err == nil || !strings.Contains(err.Error(), "the value 0 instead of no data") {
+		t.Errorf("0 for no data: %v", err)
+	}
+	if err := checkEmptySample(metrics.Sample{}, errors.New("no series")); err == nil || !strings.Contains(err.Error(), "not an error") {
+		t.Errorf("an error for no data: %v", err)
+	}
 }

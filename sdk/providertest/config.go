@@ -9,8 +9,8 @@ import (
 
 // Config says which provider binary to test and with what properties.
 //
-// Every instance type, flavor type and authorizer type the provider lists in
-// its Metadata must have a case, and every case must name a served type: the
+// Every instance type, flavor type, authorizer type and metrics source type
+// the provider lists in its Metadata must have a case, and every case must name a served type: the
 // suite fails otherwise, so a provider that grows a type cannot silently
 // leave it untested.
 type Config struct {
@@ -38,6 +38,20 @@ type Config struct {
 	LoadBalancer string
 	// Authorizer has one case per served NFS authorizer type.
 	Authorizer map[string]AuthorizerCase
+	// Metrics has one case per served metrics source type (query
+	// language, "promql").
+	Metrics map[string]MetricsCase
+
+	// ProviderConfig is the configuration of the provider's block (a JSON
+	// object: `provider "x" { address = "..." }` is {"address": "..."}),
+	// which the suite sends with Configure before its checks, as infrakit
+	// does before its first call. Empty sends none, as infrakit does for a
+	// block without attributes.
+	ProviderConfig json.RawMessage
+	// InvalidProviderConfig are configurations Configure must refuse, with
+	// an error diagnostic at Path inside the object. The suite sends
+	// ProviderConfig again after them.
+	InvalidProviderConfig []Invalid
 
 	// Timeout bounds each call to the provider; default 30s.
 	Timeout time.Duration
@@ -81,6 +95,19 @@ type FlavorCase struct {
 type AuthorizerCase struct {
 	Valid   json.RawMessage
 	Invalid []Invalid
+}
+
+// MetricsCase is what the suite asks one metrics source type.
+type MetricsCase struct {
+	// Query is a query the source answers with one value, now and at a
+	// second just past (a constant, or a metric the test keeps up).
+	Query string
+	// Empty, when set, is a query that matches no data: it must be answered
+	// with Sample.Empty, neither a value nor an error.
+	Empty string
+	// Invalid, when set, is a query the source must refuse with an error
+	// diagnostic (provider.Diagnostics): one that does not parse.
+	Invalid string
 }
 
 const (

@@ -21,6 +21,14 @@
 //     RegisterBackends/Backends/DeregisterBackends.
 //   - Authorizer: Validate, Authorize/Describe/Revoke (revoking a gone one is
 //     not an error).
+//   - Metrics: a query answered with one value, now and at a time asked
+//     (the sample says which time it is for), a query matching no data
+//     answered as no data (neither 0 nor an error), a query that does not
+//     parse refused with diagnostics, and 10 concurrent queries.
+//   - Configure: Config.ProviderConfig, the provider block's attributes, is
+//     sent before any other call, as infrakit sends it; then it is taken
+//     again, and each Config.InvalidProviderConfig refused with a
+//     diagnostic at its path.
 //
 // Everything the suite creates carries the tags providertest.run and
 // providertest.case and is destroyed when its test ends.

@@ -36,6 +36,9 @@ func Run(t *testing.T, cfg Config) {
 
 	t.Run("Metadata", s.testMetadata)
 	t.Run("Coverage", s.testCoverage)
+	if len(cfg.ProviderConfig) > 0 || len(cfg.InvalidProviderConfig) > 0 {
+		t.Run("Configure", s.testConfigure)
+	}
 	// One subtest per served type of each kind; types without a case fail
 	// in Coverage and are not tested here.
 	typed := func(kind provider.Kind, test func(t *testing.T, typ string)) {
@@ -55,6 +58,7 @@ func Run(t *testing.T, cfg Config) {
 		t.Run(kindName(provider.KindLoadBalancer), s.testLoadBalancer)
 	}
 	typed(provider.KindAuthorizer, func(t *testing.T, typ string) { s.testAuthorizer(t, typ, s.cfg.Authorizer[typ]) })
+	typed(provider.KindMetrics, func(t *testing.T, typ string) { s.testMetrics(t, typ, s.cfg.Metrics[typ]) })
 	t.Run("StillRunning", func(t *testing.T) {
 		if s.client.Exited() {
 			t.Fatal("the provider process exited during the suite; see its log above")
@@ -70,7 +74,8 @@ type suite struct {
 	run    string // this run's TagRun value
 }
 
-// start launches the provider and reads its Metadata.
+// start launches the provider, configures it with cfg.ProviderConfig (as
+// infrakit does before its first call) and reads its Metadata.
 func start(t *testing.T, cfg Config) *suite {
 	t.Helper()
 	if cfg.Binary == "" {
@@ -118,6 +123,11 @@ func start(t *testing.T, cfg Config) *suite {
 	s := &suite{cfg: cfg, client: client, run: randomID()}
 	ctx, cancel := s.ctx(t)
 	defer cancel()
+	if len(cfg.ProviderConfig) > 0 {
+		if err := client.Configure(ctx, cfg.ProviderConfig); err != nil {
+			t.Fatalf("providertest: configure with Config.ProviderConfig %s: %v", cfg.ProviderConfig, err)
+		}
+	}
 	if s.md, err = client.Metadata(ctx); err != nil {
 		t.Fatalf("providertest: metadata: %v", err)
 	}
@@ -183,6 +193,7 @@ func (s *suite) testCoverage(t *testing.T) {
 	cover(provider.KindInstance, keys(s.cfg.Instance))
 	cover(provider.KindFlavor, keys(s.cfg.Flavor))
 	cover(provider.KindAuthorizer, keys(s.cfg.Authorizer))
+	cover(provider.KindMetrics, keys(s.cfg.Metrics))
 	for typ, c := range s.cfg.Flavor {
 		if c.Instance == "" {
 			continue
@@ -204,6 +215,8 @@ func kindName(k provider.Kind) string {
 		return "LoadBalancer"
 	case provider.KindAuthorizer:
 		return "Authorizer"
+	case provider.KindMetrics:
+		return "Metrics"
 	}
 	return string(k)
 }
@@ -217,6 +230,8 @@ func (s *suite) hasCase(kind provider.Kind, typ string) bool {
 		_, ok = s.cfg.Flavor[typ]
 	case provider.KindAuthorizer:
 		_, ok = s.cfg.Authorizer[typ]
+	case provider.KindMetrics:
+		_, ok = s.cfg.Metrics[typ]
 	}
 	return ok
 }

@@ -1,5 +1,6 @@
 // Command testprovider is an in-memory provider for the tests of package
-// plugin: it implements every SPI and misbehaves on request.
+// plugin: it implements every SPI, takes a configuration (which its metrics
+// source reads back) and misbehaves on request.
 //
 // TESTPROVIDER_MODE selects a misbehaviour:
 //
@@ -9,6 +10,7 @@
 //	slow-call       DescribeInstances blocks until its context ends
 //	report-runtime  log the runtime settings it starts with (gomaxprocs)
 //	with-child      start a child process (sleep) that lives as long as it
+//	no-config       take no configuration (ServeConfig.Configure is nil)
 package main
 
 import (
@@ -30,6 +32,7 @@ import (
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
+	"github.com/infrakit/infrakit/sdk/metrics"
 	"github.com/infrakit/infrakit/sdk/nfs"
 	"github.com/infrakit/infrakit/sdk/plugin"
 	"github.com/infrakit/infrakit/sdk/provider"
@@ -61,6 +64,11 @@ func main() {
 	}
 	compute := &instances{slow: mode == "slow-call", logger: logger, byID: map[instance.ID]instance.Description{}}
 	lbs := &loadBalancers{byName: map[string]*l4{}}
+	config := &settings{}
+	configure := config.configure
+	if mode == "no-config" {
+		configure = nil
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		Metadata: provider.Metadata{
 			Name:    "test",
@@ -81,6 +89,8 @@ func main() {
 		Flavors:      map[string]flavor.Plugin{"vanilla": vanilla{}},
 		LoadBalancer: lbs.get,
 		Authorizers:  map[string]nfs.Authorizer{"disk": &disks{byID: map[string]nfs.Authorization{}}},
+		Metrics:      map[string]metrics.Source{"testql": gauges{settings: config}},
+		Configure:    configure,
 	})
 }
 

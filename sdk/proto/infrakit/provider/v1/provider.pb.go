@@ -7,8 +7,8 @@
 //
 // Conventions:
 //   - Every request names the object it is about: `type` for instances,
-//     flavors and authorizers, `name` for load balancers. One process serves
-//     many types.
+//     flavors, authorizers and metrics sources, `name` for load balancers.
+//     One process serves many types.
 //   - Properties are JSON objects (encoded cty values) carried as bytes.
 //   - Problems the provider can explain travel as `diagnostics` in the
 //     response (severity, summary, detail, attribute path), so the core can
@@ -27,6 +27,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -99,6 +100,7 @@ const (
 	Kind_KIND_FLAVOR       Kind = 2
 	Kind_KIND_LOADBALANCER Kind = 3
 	Kind_KIND_AUTHORIZER   Kind = 4
+	Kind_KIND_METRICS      Kind = 5
 )
 
 // Enum value maps for Kind.
@@ -109,6 +111,7 @@ var (
 		2: "KIND_FLAVOR",
 		3: "KIND_LOADBALANCER",
 		4: "KIND_AUTHORIZER",
+		5: "KIND_METRICS",
 	}
 	Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED":  0,
@@ -116,6 +119,7 @@ var (
 		"KIND_FLAVOR":       2,
 		"KIND_LOADBALANCER": 3,
 		"KIND_AUTHORIZER":   4,
+		"KIND_METRICS":      5,
 	}
 )
 
@@ -855,6 +859,97 @@ func (x *ProviderMetadataResponse) GetObjects() []*Object {
 	return nil
 }
 
+type ProviderConfigureRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A JSON object (encoded cty values, as properties are); `{}` when the
+	// block has no attributes of the provider's.
+	Config        []byte `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderConfigureRequest) Reset() {
+	*x = ProviderConfigureRequest{}
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderConfigureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderConfigureRequest) ProtoMessage() {}
+
+func (x *ProviderConfigureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderConfigureRequest.ProtoReflect.Descriptor instead.
+func (*ProviderConfigureRequest) Descriptor() ([]byte, []int) {
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ProviderConfigureRequest) GetConfig() []byte {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type ProviderConfigureResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Attribute paths are inside the config object.
+	Diagnostics   []*Diagnostic `protobuf:"bytes,1,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderConfigureResponse) Reset() {
+	*x = ProviderConfigureResponse{}
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderConfigureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderConfigureResponse) ProtoMessage() {}
+
+func (x *ProviderConfigureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderConfigureResponse.ProtoReflect.Descriptor instead.
+func (*ProviderConfigureResponse) Descriptor() ([]byte, []int) {
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ProviderConfigureResponse) GetDiagnostics() []*Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
 type InstanceValidateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
@@ -865,7 +960,7 @@ type InstanceValidateRequest struct {
 
 func (x *InstanceValidateRequest) Reset() {
 	*x = InstanceValidateRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[9]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +972,7 @@ func (x *InstanceValidateRequest) String() string {
 func (*InstanceValidateRequest) ProtoMessage() {}
 
 func (x *InstanceValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[9]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +985,7 @@ func (x *InstanceValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceValidateRequest.ProtoReflect.Descriptor instead.
 func (*InstanceValidateRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{9}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InstanceValidateRequest) GetType() string {
@@ -916,7 +1011,7 @@ type InstanceValidateResponse struct {
 
 func (x *InstanceValidateResponse) Reset() {
 	*x = InstanceValidateResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[10]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1023,7 @@ func (x *InstanceValidateResponse) String() string {
 func (*InstanceValidateResponse) ProtoMessage() {}
 
 func (x *InstanceValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[10]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1036,7 @@ func (x *InstanceValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceValidateResponse.ProtoReflect.Descriptor instead.
 func (*InstanceValidateResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{10}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InstanceValidateResponse) GetDiagnostics() []*Diagnostic {
@@ -961,7 +1056,7 @@ type InstanceProvisionRequest struct {
 
 func (x *InstanceProvisionRequest) Reset() {
 	*x = InstanceProvisionRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[11]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1068,7 @@ func (x *InstanceProvisionRequest) String() string {
 func (*InstanceProvisionRequest) ProtoMessage() {}
 
 func (x *InstanceProvisionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[11]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1081,7 @@ func (x *InstanceProvisionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceProvisionRequest.ProtoReflect.Descriptor instead.
 func (*InstanceProvisionRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{11}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InstanceProvisionRequest) GetType() string {
@@ -1013,7 +1108,7 @@ type InstanceProvisionResponse struct {
 
 func (x *InstanceProvisionResponse) Reset() {
 	*x = InstanceProvisionResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[12]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1120,7 @@ func (x *InstanceProvisionResponse) String() string {
 func (*InstanceProvisionResponse) ProtoMessage() {}
 
 func (x *InstanceProvisionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[12]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1133,7 @@ func (x *InstanceProvisionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceProvisionResponse.ProtoReflect.Descriptor instead.
 func (*InstanceProvisionResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{12}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InstanceProvisionResponse) GetId() string {
@@ -1066,7 +1161,7 @@ type InstanceLabelRequest struct {
 
 func (x *InstanceLabelRequest) Reset() {
 	*x = InstanceLabelRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[13]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1173,7 @@ func (x *InstanceLabelRequest) String() string {
 func (*InstanceLabelRequest) ProtoMessage() {}
 
 func (x *InstanceLabelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[13]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1186,7 @@ func (x *InstanceLabelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceLabelRequest.ProtoReflect.Descriptor instead.
 func (*InstanceLabelRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{13}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InstanceLabelRequest) GetType() string {
@@ -1124,7 +1219,7 @@ type InstanceLabelResponse struct {
 
 func (x *InstanceLabelResponse) Reset() {
 	*x = InstanceLabelResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[14]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1231,7 @@ func (x *InstanceLabelResponse) String() string {
 func (*InstanceLabelResponse) ProtoMessage() {}
 
 func (x *InstanceLabelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[14]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1244,7 @@ func (x *InstanceLabelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceLabelResponse.ProtoReflect.Descriptor instead.
 func (*InstanceLabelResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{14}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InstanceLabelResponse) GetDiagnostics() []*Diagnostic {
@@ -1171,7 +1266,7 @@ type InstanceDestroyRequest struct {
 
 func (x *InstanceDestroyRequest) Reset() {
 	*x = InstanceDestroyRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[15]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1278,7 @@ func (x *InstanceDestroyRequest) String() string {
 func (*InstanceDestroyRequest) ProtoMessage() {}
 
 func (x *InstanceDestroyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[15]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1291,7 @@ func (x *InstanceDestroyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceDestroyRequest.ProtoReflect.Descriptor instead.
 func (*InstanceDestroyRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{15}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InstanceDestroyRequest) GetType() string {
@@ -1229,7 +1324,7 @@ type InstanceDestroyResponse struct {
 
 func (x *InstanceDestroyResponse) Reset() {
 	*x = InstanceDestroyResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[16]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1336,7 @@ func (x *InstanceDestroyResponse) String() string {
 func (*InstanceDestroyResponse) ProtoMessage() {}
 
 func (x *InstanceDestroyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[16]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1349,7 @@ func (x *InstanceDestroyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceDestroyResponse.ProtoReflect.Descriptor instead.
 func (*InstanceDestroyResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{16}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InstanceDestroyResponse) GetDiagnostics() []*Diagnostic {
@@ -1280,7 +1375,7 @@ type InstanceDescribeInstancesRequest struct {
 
 func (x *InstanceDescribeInstancesRequest) Reset() {
 	*x = InstanceDescribeInstancesRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[17]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1387,7 @@ func (x *InstanceDescribeInstancesRequest) String() string {
 func (*InstanceDescribeInstancesRequest) ProtoMessage() {}
 
 func (x *InstanceDescribeInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[17]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1400,7 @@ func (x *InstanceDescribeInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceDescribeInstancesRequest.ProtoReflect.Descriptor instead.
 func (*InstanceDescribeInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{17}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InstanceDescribeInstancesRequest) GetType() string {
@@ -1352,7 +1447,7 @@ type InstanceDescribeInstancesResponse struct {
 
 func (x *InstanceDescribeInstancesResponse) Reset() {
 	*x = InstanceDescribeInstancesResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[18]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1459,7 @@ func (x *InstanceDescribeInstancesResponse) String() string {
 func (*InstanceDescribeInstancesResponse) ProtoMessage() {}
 
 func (x *InstanceDescribeInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[18]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1472,7 @@ func (x *InstanceDescribeInstancesResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use InstanceDescribeInstancesResponse.ProtoReflect.Descriptor instead.
 func (*InstanceDescribeInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{18}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InstanceDescribeInstancesResponse) GetInstances() []*InstanceDescription {
@@ -1411,7 +1506,7 @@ type InstanceWatchRequest struct {
 
 func (x *InstanceWatchRequest) Reset() {
 	*x = InstanceWatchRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[19]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1518,7 @@ func (x *InstanceWatchRequest) String() string {
 func (*InstanceWatchRequest) ProtoMessage() {}
 
 func (x *InstanceWatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[19]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1531,7 @@ func (x *InstanceWatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceWatchRequest.ProtoReflect.Descriptor instead.
 func (*InstanceWatchRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{19}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InstanceWatchRequest) GetType() string {
@@ -1463,7 +1558,7 @@ type InstanceWatchResponse struct {
 
 func (x *InstanceWatchResponse) Reset() {
 	*x = InstanceWatchResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[20]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1570,7 @@ func (x *InstanceWatchResponse) String() string {
 func (*InstanceWatchResponse) ProtoMessage() {}
 
 func (x *InstanceWatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[20]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1583,7 @@ func (x *InstanceWatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceWatchResponse.ProtoReflect.Descriptor instead.
 func (*InstanceWatchResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{20}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InstanceWatchResponse) GetEvent() *InstanceEvent {
@@ -1515,7 +1610,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[21]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1622,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[21]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1635,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{21}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Allocation) GetSize() int64 {
@@ -1567,7 +1662,7 @@ type Index struct {
 
 func (x *Index) Reset() {
 	*x = Index{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[22]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1674,7 @@ func (x *Index) String() string {
 func (*Index) ProtoMessage() {}
 
 func (x *Index) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[22]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1687,7 @@ func (x *Index) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Index.ProtoReflect.Descriptor instead.
 func (*Index) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{22}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Index) GetGroup() string {
@@ -1620,7 +1715,7 @@ type FlavorValidateRequest struct {
 
 func (x *FlavorValidateRequest) Reset() {
 	*x = FlavorValidateRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[23]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1727,7 @@ func (x *FlavorValidateRequest) String() string {
 func (*FlavorValidateRequest) ProtoMessage() {}
 
 func (x *FlavorValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[23]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1740,7 @@ func (x *FlavorValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorValidateRequest.ProtoReflect.Descriptor instead.
 func (*FlavorValidateRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{23}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FlavorValidateRequest) GetType() string {
@@ -1678,7 +1773,7 @@ type FlavorValidateResponse struct {
 
 func (x *FlavorValidateResponse) Reset() {
 	*x = FlavorValidateResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[24]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1785,7 @@ func (x *FlavorValidateResponse) String() string {
 func (*FlavorValidateResponse) ProtoMessage() {}
 
 func (x *FlavorValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[24]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1798,7 @@ func (x *FlavorValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorValidateResponse.ProtoReflect.Descriptor instead.
 func (*FlavorValidateResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{24}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FlavorValidateResponse) GetDiagnostics() []*Diagnostic {
@@ -1726,7 +1821,7 @@ type FlavorPrepareRequest struct {
 
 func (x *FlavorPrepareRequest) Reset() {
 	*x = FlavorPrepareRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[25]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1833,7 @@ func (x *FlavorPrepareRequest) String() string {
 func (*FlavorPrepareRequest) ProtoMessage() {}
 
 func (x *FlavorPrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[25]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1846,7 @@ func (x *FlavorPrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorPrepareRequest.ProtoReflect.Descriptor instead.
 func (*FlavorPrepareRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{25}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FlavorPrepareRequest) GetType() string {
@@ -1799,7 +1894,7 @@ type FlavorPrepareResponse struct {
 
 func (x *FlavorPrepareResponse) Reset() {
 	*x = FlavorPrepareResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[26]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1906,7 @@ func (x *FlavorPrepareResponse) String() string {
 func (*FlavorPrepareResponse) ProtoMessage() {}
 
 func (x *FlavorPrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[26]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1919,7 @@ func (x *FlavorPrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorPrepareResponse.ProtoReflect.Descriptor instead.
 func (*FlavorPrepareResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{26}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FlavorPrepareResponse) GetSpec() *InstanceSpec {
@@ -1852,7 +1947,7 @@ type FlavorHealthyRequest struct {
 
 func (x *FlavorHealthyRequest) Reset() {
 	*x = FlavorHealthyRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[27]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1959,7 @@ func (x *FlavorHealthyRequest) String() string {
 func (*FlavorHealthyRequest) ProtoMessage() {}
 
 func (x *FlavorHealthyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[27]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1972,7 @@ func (x *FlavorHealthyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorHealthyRequest.ProtoReflect.Descriptor instead.
 func (*FlavorHealthyRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{27}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FlavorHealthyRequest) GetType() string {
@@ -1911,7 +2006,7 @@ type FlavorHealthyResponse struct {
 
 func (x *FlavorHealthyResponse) Reset() {
 	*x = FlavorHealthyResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[28]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2018,7 @@ func (x *FlavorHealthyResponse) String() string {
 func (*FlavorHealthyResponse) ProtoMessage() {}
 
 func (x *FlavorHealthyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[28]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2031,7 @@ func (x *FlavorHealthyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorHealthyResponse.ProtoReflect.Descriptor instead.
 func (*FlavorHealthyResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{28}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FlavorHealthyResponse) GetHealth() Health {
@@ -1969,7 +2064,7 @@ type FlavorHealthyBatchRequest struct {
 
 func (x *FlavorHealthyBatchRequest) Reset() {
 	*x = FlavorHealthyBatchRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2076,7 @@ func (x *FlavorHealthyBatchRequest) String() string {
 func (*FlavorHealthyBatchRequest) ProtoMessage() {}
 
 func (x *FlavorHealthyBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2089,7 @@ func (x *FlavorHealthyBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorHealthyBatchRequest.ProtoReflect.Descriptor instead.
 func (*FlavorHealthyBatchRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{29}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FlavorHealthyBatchRequest) GetType() string {
@@ -2038,7 +2133,7 @@ type FlavorHealthyBatchResponse struct {
 
 func (x *FlavorHealthyBatchResponse) Reset() {
 	*x = FlavorHealthyBatchResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2145,7 @@ func (x *FlavorHealthyBatchResponse) String() string {
 func (*FlavorHealthyBatchResponse) ProtoMessage() {}
 
 func (x *FlavorHealthyBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2158,7 @@ func (x *FlavorHealthyBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorHealthyBatchResponse.ProtoReflect.Descriptor instead.
 func (*FlavorHealthyBatchResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{30}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FlavorHealthyBatchResponse) GetHealth() []Health {
@@ -2091,7 +2186,7 @@ type FlavorDrainRequest struct {
 
 func (x *FlavorDrainRequest) Reset() {
 	*x = FlavorDrainRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2198,7 @@ func (x *FlavorDrainRequest) String() string {
 func (*FlavorDrainRequest) ProtoMessage() {}
 
 func (x *FlavorDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2211,7 @@ func (x *FlavorDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorDrainRequest.ProtoReflect.Descriptor instead.
 func (*FlavorDrainRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{31}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FlavorDrainRequest) GetType() string {
@@ -2149,7 +2244,7 @@ type FlavorDrainResponse struct {
 
 func (x *FlavorDrainResponse) Reset() {
 	*x = FlavorDrainResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2256,7 @@ func (x *FlavorDrainResponse) String() string {
 func (*FlavorDrainResponse) ProtoMessage() {}
 
 func (x *FlavorDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2269,7 @@ func (x *FlavorDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorDrainResponse.ProtoReflect.Descriptor instead.
 func (*FlavorDrainResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{32}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FlavorDrainResponse) GetDiagnostics() []*Diagnostic {
@@ -2199,7 +2294,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2306,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2319,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{33}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Route) GetPort() int64 {
@@ -2275,7 +2370,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2382,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2395,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{34}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HealthCheck) GetBackendPort() int64 {
@@ -2348,7 +2443,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2455,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2468,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{35}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Backend) GetId() string {
@@ -2399,7 +2494,7 @@ type LoadBalancerRoutesRequest struct {
 
 func (x *LoadBalancerRoutesRequest) Reset() {
 	*x = LoadBalancerRoutesRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2506,7 @@ func (x *LoadBalancerRoutesRequest) String() string {
 func (*LoadBalancerRoutesRequest) ProtoMessage() {}
 
 func (x *LoadBalancerRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2519,7 @@ func (x *LoadBalancerRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerRoutesRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{36}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *LoadBalancerRoutesRequest) GetName() string {
@@ -2444,7 +2539,7 @@ type LoadBalancerRoutesResponse struct {
 
 func (x *LoadBalancerRoutesResponse) Reset() {
 	*x = LoadBalancerRoutesResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2551,7 @@ func (x *LoadBalancerRoutesResponse) String() string {
 func (*LoadBalancerRoutesResponse) ProtoMessage() {}
 
 func (x *LoadBalancerRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2564,7 @@ func (x *LoadBalancerRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerRoutesResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{37}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LoadBalancerRoutesResponse) GetRoutes() []*Route {
@@ -2496,7 +2591,7 @@ type LoadBalancerPublishRequest struct {
 
 func (x *LoadBalancerPublishRequest) Reset() {
 	*x = LoadBalancerPublishRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2603,7 @@ func (x *LoadBalancerPublishRequest) String() string {
 func (*LoadBalancerPublishRequest) ProtoMessage() {}
 
 func (x *LoadBalancerPublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2616,7 @@ func (x *LoadBalancerPublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerPublishRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerPublishRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{38}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LoadBalancerPublishRequest) GetName() string {
@@ -2547,7 +2642,7 @@ type LoadBalancerPublishResponse struct {
 
 func (x *LoadBalancerPublishResponse) Reset() {
 	*x = LoadBalancerPublishResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2654,7 @@ func (x *LoadBalancerPublishResponse) String() string {
 func (*LoadBalancerPublishResponse) ProtoMessage() {}
 
 func (x *LoadBalancerPublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2667,7 @@ func (x *LoadBalancerPublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerPublishResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerPublishResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{39}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LoadBalancerPublishResponse) GetDiagnostics() []*Diagnostic {
@@ -2592,7 +2687,7 @@ type LoadBalancerUnpublishRequest struct {
 
 func (x *LoadBalancerUnpublishRequest) Reset() {
 	*x = LoadBalancerUnpublishRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2604,7 +2699,7 @@ func (x *LoadBalancerUnpublishRequest) String() string {
 func (*LoadBalancerUnpublishRequest) ProtoMessage() {}
 
 func (x *LoadBalancerUnpublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2617,7 +2712,7 @@ func (x *LoadBalancerUnpublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerUnpublishRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerUnpublishRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{40}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LoadBalancerUnpublishRequest) GetName() string {
@@ -2643,7 +2738,7 @@ type LoadBalancerUnpublishResponse struct {
 
 func (x *LoadBalancerUnpublishResponse) Reset() {
 	*x = LoadBalancerUnpublishResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2750,7 @@ func (x *LoadBalancerUnpublishResponse) String() string {
 func (*LoadBalancerUnpublishResponse) ProtoMessage() {}
 
 func (x *LoadBalancerUnpublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2763,7 @@ func (x *LoadBalancerUnpublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerUnpublishResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerUnpublishResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{41}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LoadBalancerUnpublishResponse) GetDiagnostics() []*Diagnostic {
@@ -2688,7 +2783,7 @@ type LoadBalancerConfigureHealthCheckRequest struct {
 
 func (x *LoadBalancerConfigureHealthCheckRequest) Reset() {
 	*x = LoadBalancerConfigureHealthCheckRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2795,7 @@ func (x *LoadBalancerConfigureHealthCheckRequest) String() string {
 func (*LoadBalancerConfigureHealthCheckRequest) ProtoMessage() {}
 
 func (x *LoadBalancerConfigureHealthCheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2808,7 @@ func (x *LoadBalancerConfigureHealthCheckRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use LoadBalancerConfigureHealthCheckRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerConfigureHealthCheckRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{42}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LoadBalancerConfigureHealthCheckRequest) GetName() string {
@@ -2739,7 +2834,7 @@ type LoadBalancerConfigureHealthCheckResponse struct {
 
 func (x *LoadBalancerConfigureHealthCheckResponse) Reset() {
 	*x = LoadBalancerConfigureHealthCheckResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +2846,7 @@ func (x *LoadBalancerConfigureHealthCheckResponse) String() string {
 func (*LoadBalancerConfigureHealthCheckResponse) ProtoMessage() {}
 
 func (x *LoadBalancerConfigureHealthCheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +2859,7 @@ func (x *LoadBalancerConfigureHealthCheckResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use LoadBalancerConfigureHealthCheckResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerConfigureHealthCheckResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{43}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LoadBalancerConfigureHealthCheckResponse) GetDiagnostics() []*Diagnostic {
@@ -2783,7 +2878,7 @@ type LoadBalancerBackendsRequest struct {
 
 func (x *LoadBalancerBackendsRequest) Reset() {
 	*x = LoadBalancerBackendsRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +2890,7 @@ func (x *LoadBalancerBackendsRequest) String() string {
 func (*LoadBalancerBackendsRequest) ProtoMessage() {}
 
 func (x *LoadBalancerBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +2903,7 @@ func (x *LoadBalancerBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerBackendsRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{44}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LoadBalancerBackendsRequest) GetName() string {
@@ -2828,7 +2923,7 @@ type LoadBalancerBackendsResponse struct {
 
 func (x *LoadBalancerBackendsResponse) Reset() {
 	*x = LoadBalancerBackendsResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2935,7 @@ func (x *LoadBalancerBackendsResponse) String() string {
 func (*LoadBalancerBackendsResponse) ProtoMessage() {}
 
 func (x *LoadBalancerBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2948,7 @@ func (x *LoadBalancerBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerBackendsResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{45}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LoadBalancerBackendsResponse) GetBackends() []*Backend {
@@ -2880,7 +2975,7 @@ type LoadBalancerRegisterBackendsRequest struct {
 
 func (x *LoadBalancerRegisterBackendsRequest) Reset() {
 	*x = LoadBalancerRegisterBackendsRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +2987,7 @@ func (x *LoadBalancerRegisterBackendsRequest) String() string {
 func (*LoadBalancerRegisterBackendsRequest) ProtoMessage() {}
 
 func (x *LoadBalancerRegisterBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +3000,7 @@ func (x *LoadBalancerRegisterBackendsRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use LoadBalancerRegisterBackendsRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRegisterBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{46}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LoadBalancerRegisterBackendsRequest) GetName() string {
@@ -2931,7 +3026,7 @@ type LoadBalancerRegisterBackendsResponse struct {
 
 func (x *LoadBalancerRegisterBackendsResponse) Reset() {
 	*x = LoadBalancerRegisterBackendsResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3038,7 @@ func (x *LoadBalancerRegisterBackendsResponse) String() string {
 func (*LoadBalancerRegisterBackendsResponse) ProtoMessage() {}
 
 func (x *LoadBalancerRegisterBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3051,7 @@ func (x *LoadBalancerRegisterBackendsResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use LoadBalancerRegisterBackendsResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRegisterBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{47}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LoadBalancerRegisterBackendsResponse) GetDiagnostics() []*Diagnostic {
@@ -2976,7 +3071,7 @@ type LoadBalancerDeregisterBackendsRequest struct {
 
 func (x *LoadBalancerDeregisterBackendsRequest) Reset() {
 	*x = LoadBalancerDeregisterBackendsRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2988,7 +3083,7 @@ func (x *LoadBalancerDeregisterBackendsRequest) String() string {
 func (*LoadBalancerDeregisterBackendsRequest) ProtoMessage() {}
 
 func (x *LoadBalancerDeregisterBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3001,7 +3096,7 @@ func (x *LoadBalancerDeregisterBackendsRequest) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use LoadBalancerDeregisterBackendsRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerDeregisterBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{48}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LoadBalancerDeregisterBackendsRequest) GetName() string {
@@ -3027,7 +3122,7 @@ type LoadBalancerDeregisterBackendsResponse struct {
 
 func (x *LoadBalancerDeregisterBackendsResponse) Reset() {
 	*x = LoadBalancerDeregisterBackendsResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3039,7 +3134,7 @@ func (x *LoadBalancerDeregisterBackendsResponse) String() string {
 func (*LoadBalancerDeregisterBackendsResponse) ProtoMessage() {}
 
 func (x *LoadBalancerDeregisterBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3052,7 +3147,7 @@ func (x *LoadBalancerDeregisterBackendsResponse) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use LoadBalancerDeregisterBackendsResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerDeregisterBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{49}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LoadBalancerDeregisterBackendsResponse) GetDiagnostics() []*Diagnostic {
@@ -3079,7 +3174,7 @@ type Authorization struct {
 
 func (x *Authorization) Reset() {
 	*x = Authorization{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3091,7 +3186,7 @@ func (x *Authorization) String() string {
 func (*Authorization) ProtoMessage() {}
 
 func (x *Authorization) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3104,7 +3199,7 @@ func (x *Authorization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Authorization.ProtoReflect.Descriptor instead.
 func (*Authorization) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{50}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Authorization) GetId() string {
@@ -3166,7 +3261,7 @@ type AuthorizerValidateRequest struct {
 
 func (x *AuthorizerValidateRequest) Reset() {
 	*x = AuthorizerValidateRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3273,7 @@ func (x *AuthorizerValidateRequest) String() string {
 func (*AuthorizerValidateRequest) ProtoMessage() {}
 
 func (x *AuthorizerValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3286,7 @@ func (x *AuthorizerValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerValidateRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerValidateRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{51}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AuthorizerValidateRequest) GetType() string {
@@ -3217,7 +3312,7 @@ type AuthorizerValidateResponse struct {
 
 func (x *AuthorizerValidateResponse) Reset() {
 	*x = AuthorizerValidateResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3229,7 +3324,7 @@ func (x *AuthorizerValidateResponse) String() string {
 func (*AuthorizerValidateResponse) ProtoMessage() {}
 
 func (x *AuthorizerValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3242,7 +3337,7 @@ func (x *AuthorizerValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerValidateResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerValidateResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{52}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AuthorizerValidateResponse) GetDiagnostics() []*Diagnostic {
@@ -3261,7 +3356,7 @@ type AuthorizerDescribeRequest struct {
 
 func (x *AuthorizerDescribeRequest) Reset() {
 	*x = AuthorizerDescribeRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3273,7 +3368,7 @@ func (x *AuthorizerDescribeRequest) String() string {
 func (*AuthorizerDescribeRequest) ProtoMessage() {}
 
 func (x *AuthorizerDescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3286,7 +3381,7 @@ func (x *AuthorizerDescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerDescribeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerDescribeRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{53}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AuthorizerDescribeRequest) GetType() string {
@@ -3306,7 +3401,7 @@ type AuthorizerDescribeResponse struct {
 
 func (x *AuthorizerDescribeResponse) Reset() {
 	*x = AuthorizerDescribeResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3413,7 @@ func (x *AuthorizerDescribeResponse) String() string {
 func (*AuthorizerDescribeResponse) ProtoMessage() {}
 
 func (x *AuthorizerDescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3426,7 @@ func (x *AuthorizerDescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerDescribeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerDescribeResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{54}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AuthorizerDescribeResponse) GetAuthorizations() []*Authorization {
@@ -3358,7 +3453,7 @@ type AuthorizerAuthorizeRequest struct {
 
 func (x *AuthorizerAuthorizeRequest) Reset() {
 	*x = AuthorizerAuthorizeRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3465,7 @@ func (x *AuthorizerAuthorizeRequest) String() string {
 func (*AuthorizerAuthorizeRequest) ProtoMessage() {}
 
 func (x *AuthorizerAuthorizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3478,7 @@ func (x *AuthorizerAuthorizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerAuthorizeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerAuthorizeRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{55}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AuthorizerAuthorizeRequest) GetType() string {
@@ -3410,7 +3505,7 @@ type AuthorizerAuthorizeResponse struct {
 
 func (x *AuthorizerAuthorizeResponse) Reset() {
 	*x = AuthorizerAuthorizeResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3517,7 @@ func (x *AuthorizerAuthorizeResponse) String() string {
 func (*AuthorizerAuthorizeResponse) ProtoMessage() {}
 
 func (x *AuthorizerAuthorizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3530,7 @@ func (x *AuthorizerAuthorizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerAuthorizeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerAuthorizeResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{56}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AuthorizerAuthorizeResponse) GetId() string {
@@ -3462,7 +3557,7 @@ type AuthorizerRevokeRequest struct {
 
 func (x *AuthorizerRevokeRequest) Reset() {
 	*x = AuthorizerRevokeRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[57]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3474,7 +3569,7 @@ func (x *AuthorizerRevokeRequest) String() string {
 func (*AuthorizerRevokeRequest) ProtoMessage() {}
 
 func (x *AuthorizerRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[57]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3487,7 +3582,7 @@ func (x *AuthorizerRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{57}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AuthorizerRevokeRequest) GetType() string {
@@ -3513,7 +3608,7 @@ type AuthorizerRevokeResponse struct {
 
 func (x *AuthorizerRevokeResponse) Reset() {
 	*x = AuthorizerRevokeResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[58]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3525,7 +3620,7 @@ func (x *AuthorizerRevokeResponse) String() string {
 func (*AuthorizerRevokeResponse) ProtoMessage() {}
 
 func (x *AuthorizerRevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[58]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3538,10 +3633,152 @@ func (x *AuthorizerRevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerRevokeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerRevokeResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{58}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AuthorizerRevokeResponse) GetDiagnostics() []*Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
+type MetricsQueryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// In the source's query language, passed through untouched.
+	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// The evaluation time; unset means now.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricsQueryRequest) Reset() {
+	*x = MetricsQueryRequest{}
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricsQueryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricsQueryRequest) ProtoMessage() {}
+
+func (x *MetricsQueryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricsQueryRequest.ProtoReflect.Descriptor instead.
+func (*MetricsQueryRequest) Descriptor() ([]byte, []int) {
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *MetricsQueryRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *MetricsQueryRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *MetricsQueryRequest) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+type MetricsQueryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 when empty.
+	Value float64 `protobuf:"fixed64,1,opt,name=value,proto3" json:"value,omitempty"`
+	// The query matched no data: not the same as 0.
+	Empty bool `protobuf:"varint,2,opt,name=empty,proto3" json:"empty,omitempty"`
+	// The time the value is for.
+	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	// What the source said beside the value (a partial answer, say).
+	Warnings      []string      `protobuf:"bytes,4,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Diagnostics   []*Diagnostic `protobuf:"bytes,5,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricsQueryResponse) Reset() {
+	*x = MetricsQueryResponse{}
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricsQueryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricsQueryResponse) ProtoMessage() {}
+
+func (x *MetricsQueryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricsQueryResponse.ProtoReflect.Descriptor instead.
+func (*MetricsQueryResponse) Descriptor() ([]byte, []int) {
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *MetricsQueryResponse) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *MetricsQueryResponse) GetEmpty() bool {
+	if x != nil {
+		return x.Empty
+	}
+	return false
+}
+
+func (x *MetricsQueryResponse) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *MetricsQueryResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *MetricsQueryResponse) GetDiagnostics() []*Diagnostic {
 	if x != nil {
 		return x.Diagnostics
 	}
@@ -3560,7 +3797,7 @@ type Schema_Attribute struct {
 
 func (x *Schema_Attribute) Reset() {
 	*x = Schema_Attribute{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[61]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3572,7 +3809,7 @@ func (x *Schema_Attribute) String() string {
 func (*Schema_Attribute) ProtoMessage() {}
 
 func (x *Schema_Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[61]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3850,7 @@ var File_infrakit_provider_v1_provider_proto protoreflect.FileDescriptor
 
 const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\n" +
-	"#infrakit/provider/v1/provider.proto\x12\x14infrakit.provider.v1\x1a\x1egoogle/protobuf/duration.proto\"\xfc\x01\n" +
+	"#infrakit/provider/v1/provider.proto\x12\x14infrakit.provider.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x01\n" +
 	"\n" +
 	"Diagnostic\x12E\n" +
 	"\bseverity\x18\x01 \x01(\x0e2).infrakit.provider.v1.Diagnostic.SeverityR\bseverity\x12\x18\n" +
@@ -3683,7 +3920,11 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\x18ProviderMetadataResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
-	"\aobjects\x18\x03 \x03(\v2\x1c.infrakit.provider.v1.ObjectR\aobjects\"M\n" +
+	"\aobjects\x18\x03 \x03(\v2\x1c.infrakit.provider.v1.ObjectR\aobjects\"2\n" +
+	"\x18ProviderConfigureRequest\x12\x16\n" +
+	"\x06config\x18\x01 \x01(\fR\x06config\"_\n" +
+	"\x19ProviderConfigureResponse\x12B\n" +
+	"\vdiagnostics\x18\x01 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"M\n" +
 	"\x17InstanceValidateRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1e\n" +
 	"\n" +
@@ -3885,25 +4126,37 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"^\n" +
 	"\x18AuthorizerRevokeResponse\x12B\n" +
-	"\vdiagnostics\x18\x01 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics*\x87\x01\n" +
+	"\vdiagnostics\x18\x01 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"o\n" +
+	"\x13MetricsQueryRequest\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xd2\x01\n" +
+	"\x14MetricsQueryResponse\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\x01R\x05value\x12\x14\n" +
+	"\x05empty\x18\x02 \x01(\bR\x05empty\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1a\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\x12B\n" +
+	"\vdiagnostics\x18\x05 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics*\x87\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INSTANCE_STATE_PENDING\x10\x01\x12\x1a\n" +
 	"\x16INSTANCE_STATE_RUNNING\x10\x02\x12\x1e\n" +
-	"\x1aINSTANCE_STATE_TERMINATING\x10\x03*l\n" +
+	"\x1aINSTANCE_STATE_TERMINATING\x10\x03*~\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rKIND_INSTANCE\x10\x01\x12\x0f\n" +
 	"\vKIND_FLAVOR\x10\x02\x12\x15\n" +
 	"\x11KIND_LOADBALANCER\x10\x03\x12\x13\n" +
-	"\x0fKIND_AUTHORIZER\x10\x04*^\n" +
+	"\x0fKIND_AUTHORIZER\x10\x04\x12\x10\n" +
+	"\fKIND_METRICS\x10\x05*^\n" +
 	"\x06Health\x12\x16\n" +
 	"\x12HEALTH_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eHEALTH_UNKNOWN\x10\x01\x12\x12\n" +
 	"\x0eHEALTH_HEALTHY\x10\x02\x12\x14\n" +
-	"\x10HEALTH_UNHEALTHY\x10\x032u\n" +
+	"\x10HEALTH_UNHEALTHY\x10\x032\xe3\x01\n" +
 	"\bProvider\x12i\n" +
-	"\bMetadata\x12-.infrakit.provider.v1.ProviderMetadataRequest\x1a..infrakit.provider.v1.ProviderMetadataResponse2\x98\x05\n" +
+	"\bMetadata\x12-.infrakit.provider.v1.ProviderMetadataRequest\x1a..infrakit.provider.v1.ProviderMetadataResponse\x12l\n" +
+	"\tConfigure\x12..infrakit.provider.v1.ProviderConfigureRequest\x1a/.infrakit.provider.v1.ProviderConfigureResponse2\x98\x05\n" +
 	"\bInstance\x12i\n" +
 	"\bValidate\x12-.infrakit.provider.v1.InstanceValidateRequest\x1a..infrakit.provider.v1.InstanceValidateResponse\x12l\n" +
 	"\tProvision\x12..infrakit.provider.v1.InstanceProvisionRequest\x1a/.infrakit.provider.v1.InstanceProvisionResponse\x12`\n" +
@@ -3930,7 +4183,9 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\bValidate\x12/.infrakit.provider.v1.AuthorizerValidateRequest\x1a0.infrakit.provider.v1.AuthorizerValidateResponse\x12m\n" +
 	"\bDescribe\x12/.infrakit.provider.v1.AuthorizerDescribeRequest\x1a0.infrakit.provider.v1.AuthorizerDescribeResponse\x12p\n" +
 	"\tAuthorize\x120.infrakit.provider.v1.AuthorizerAuthorizeRequest\x1a1.infrakit.provider.v1.AuthorizerAuthorizeResponse\x12g\n" +
-	"\x06Revoke\x12-.infrakit.provider.v1.AuthorizerRevokeRequest\x1a..infrakit.provider.v1.AuthorizerRevokeResponseBHZFgithub.com/infrakit/infrakit/sdk/proto/infrakit/provider/v1;providerv1b\x06proto3"
+	"\x06Revoke\x12-.infrakit.provider.v1.AuthorizerRevokeRequest\x1a..infrakit.provider.v1.AuthorizerRevokeResponse2i\n" +
+	"\aMetrics\x12^\n" +
+	"\x05Query\x12).infrakit.provider.v1.MetricsQueryRequest\x1a*.infrakit.provider.v1.MetricsQueryResponseBHZFgithub.com/infrakit/infrakit/sdk/proto/infrakit/provider/v1;providerv1b\x06proto3"
 
 var (
 	file_infrakit_provider_v1_provider_proto_rawDescOnce sync.Once
@@ -3945,7 +4200,7 @@ func file_infrakit_provider_v1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_infrakit_provider_v1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_infrakit_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_infrakit_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_infrakit_provider_v1_provider_proto_goTypes = []any{
 	(InstanceState)(0),                               // 0: infrakit.provider.v1.InstanceState
 	(Kind)(0),                                        // 1: infrakit.provider.v1.Kind
@@ -3961,182 +4216,195 @@ var file_infrakit_provider_v1_provider_proto_goTypes = []any{
 	(*Object)(nil),                                   // 11: infrakit.provider.v1.Object
 	(*ProviderMetadataRequest)(nil),                  // 12: infrakit.provider.v1.ProviderMetadataRequest
 	(*ProviderMetadataResponse)(nil),                 // 13: infrakit.provider.v1.ProviderMetadataResponse
-	(*InstanceValidateRequest)(nil),                  // 14: infrakit.provider.v1.InstanceValidateRequest
-	(*InstanceValidateResponse)(nil),                 // 15: infrakit.provider.v1.InstanceValidateResponse
-	(*InstanceProvisionRequest)(nil),                 // 16: infrakit.provider.v1.InstanceProvisionRequest
-	(*InstanceProvisionResponse)(nil),                // 17: infrakit.provider.v1.InstanceProvisionResponse
-	(*InstanceLabelRequest)(nil),                     // 18: infrakit.provider.v1.InstanceLabelRequest
-	(*InstanceLabelResponse)(nil),                    // 19: infrakit.provider.v1.InstanceLabelResponse
-	(*InstanceDestroyRequest)(nil),                   // 20: infrakit.provider.v1.InstanceDestroyRequest
-	(*InstanceDestroyResponse)(nil),                  // 21: infrakit.provider.v1.InstanceDestroyResponse
-	(*InstanceDescribeInstancesRequest)(nil),         // 22: infrakit.provider.v1.InstanceDescribeInstancesRequest
-	(*InstanceDescribeInstancesResponse)(nil),        // 23: infrakit.provider.v1.InstanceDescribeInstancesResponse
-	(*InstanceWatchRequest)(nil),                     // 24: infrakit.provider.v1.InstanceWatchRequest
-	(*InstanceWatchResponse)(nil),                    // 25: infrakit.provider.v1.InstanceWatchResponse
-	(*Allocation)(nil),                               // 26: infrakit.provider.v1.Allocation
-	(*Index)(nil),                                    // 27: infrakit.provider.v1.Index
-	(*FlavorValidateRequest)(nil),                    // 28: infrakit.provider.v1.FlavorValidateRequest
-	(*FlavorValidateResponse)(nil),                   // 29: infrakit.provider.v1.FlavorValidateResponse
-	(*FlavorPrepareRequest)(nil),                     // 30: infrakit.provider.v1.FlavorPrepareRequest
-	(*FlavorPrepareResponse)(nil),                    // 31: infrakit.provider.v1.FlavorPrepareResponse
-	(*FlavorHealthyRequest)(nil),                     // 32: infrakit.provider.v1.FlavorHealthyRequest
-	(*FlavorHealthyResponse)(nil),                    // 33: infrakit.provider.v1.FlavorHealthyResponse
-	(*FlavorHealthyBatchRequest)(nil),                // 34: infrakit.provider.v1.FlavorHealthyBatchRequest
-	(*FlavorHealthyBatchResponse)(nil),               // 35: infrakit.provider.v1.FlavorHealthyBatchResponse
-	(*FlavorDrainRequest)(nil),                       // 36: infrakit.provider.v1.FlavorDrainRequest
-	(*FlavorDrainResponse)(nil),                      // 37: infrakit.provider.v1.FlavorDrainResponse
-	(*Route)(nil),                                    // 38: infrakit.provider.v1.Route
-	(*HealthCheck)(nil),                              // 39: infrakit.provider.v1.HealthCheck
-	(*Backend)(nil),                                  // 40: infrakit.provider.v1.Backend
-	(*LoadBalancerRoutesRequest)(nil),                // 41: infrakit.provider.v1.LoadBalancerRoutesRequest
-	(*LoadBalancerRoutesResponse)(nil),               // 42: infrakit.provider.v1.LoadBalancerRoutesResponse
-	(*LoadBalancerPublishRequest)(nil),               // 43: infrakit.provider.v1.LoadBalancerPublishRequest
-	(*LoadBalancerPublishResponse)(nil),              // 44: infrakit.provider.v1.LoadBalancerPublishResponse
-	(*LoadBalancerUnpublishRequest)(nil),             // 45: infrakit.provider.v1.LoadBalancerUnpublishRequest
-	(*LoadBalancerUnpublishResponse)(nil),            // 46: infrakit.provider.v1.LoadBalancerUnpublishResponse
-	(*LoadBalancerConfigureHealthCheckRequest)(nil),  // 47: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
-	(*LoadBalancerConfigureHealthCheckResponse)(nil), // 48: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
-	(*LoadBalancerBackendsRequest)(nil),              // 49: infrakit.provider.v1.LoadBalancerBackendsRequest
-	(*LoadBalancerBackendsResponse)(nil),             // 50: infrakit.provider.v1.LoadBalancerBackendsResponse
-	(*LoadBalancerRegisterBackendsRequest)(nil),      // 51: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
-	(*LoadBalancerRegisterBackendsResponse)(nil),     // 52: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
-	(*LoadBalancerDeregisterBackendsRequest)(nil),    // 53: infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
-	(*LoadBalancerDeregisterBackendsResponse)(nil),   // 54: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
-	(*Authorization)(nil),                            // 55: infrakit.provider.v1.Authorization
-	(*AuthorizerValidateRequest)(nil),                // 56: infrakit.provider.v1.AuthorizerValidateRequest
-	(*AuthorizerValidateResponse)(nil),               // 57: infrakit.provider.v1.AuthorizerValidateResponse
-	(*AuthorizerDescribeRequest)(nil),                // 58: infrakit.provider.v1.AuthorizerDescribeRequest
-	(*AuthorizerDescribeResponse)(nil),               // 59: infrakit.provider.v1.AuthorizerDescribeResponse
-	(*AuthorizerAuthorizeRequest)(nil),               // 60: infrakit.provider.v1.AuthorizerAuthorizeRequest
-	(*AuthorizerAuthorizeResponse)(nil),              // 61: infrakit.provider.v1.AuthorizerAuthorizeResponse
-	(*AuthorizerRevokeRequest)(nil),                  // 62: infrakit.provider.v1.AuthorizerRevokeRequest
-	(*AuthorizerRevokeResponse)(nil),                 // 63: infrakit.provider.v1.AuthorizerRevokeResponse
-	nil,                                              // 64: infrakit.provider.v1.InstanceSpec.TagsEntry
-	nil,                                              // 65: infrakit.provider.v1.InstanceDescription.TagsEntry
-	(*Schema_Attribute)(nil),                         // 66: infrakit.provider.v1.Schema.Attribute
-	nil,                                              // 67: infrakit.provider.v1.Schema.AttributesEntry
-	nil,                                              // 68: infrakit.provider.v1.InstanceLabelRequest.TagsEntry
-	nil,                                              // 69: infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
-	nil,                                              // 70: infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
-	nil,                                              // 71: infrakit.provider.v1.InstanceWatchRequest.TagsEntry
-	nil,                                              // 72: infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
-	nil,                                              // 73: infrakit.provider.v1.Authorization.TagsEntry
-	(*durationpb.Duration)(nil),                      // 74: google.protobuf.Duration
+	(*ProviderConfigureRequest)(nil),                 // 14: infrakit.provider.v1.ProviderConfigureRequest
+	(*ProviderConfigureResponse)(nil),                // 15: infrakit.provider.v1.ProviderConfigureResponse
+	(*InstanceValidateRequest)(nil),                  // 16: infrakit.provider.v1.InstanceValidateRequest
+	(*InstanceValidateResponse)(nil),                 // 17: infrakit.provider.v1.InstanceValidateResponse
+	(*InstanceProvisionRequest)(nil),                 // 18: infrakit.provider.v1.InstanceProvisionRequest
+	(*InstanceProvisionResponse)(nil),                // 19: infrakit.provider.v1.InstanceProvisionResponse
+	(*InstanceLabelRequest)(nil),                     // 20: infrakit.provider.v1.InstanceLabelRequest
+	(*InstanceLabelResponse)(nil),                    // 21: infrakit.provider.v1.InstanceLabelResponse
+	(*InstanceDestroyRequest)(nil),                   // 22: infrakit.provider.v1.InstanceDestroyRequest
+	(*InstanceDestroyResponse)(nil),                  // 23: infrakit.provider.v1.InstanceDestroyResponse
+	(*InstanceDescribeInstancesRequest)(nil),         // 24: infrakit.provider.v1.InstanceDescribeInstancesRequest
+	(*InstanceDescribeInstancesResponse)(nil),        // 25: infrakit.provider.v1.InstanceDescribeInstancesResponse
+	(*InstanceWatchRequest)(nil),                     // 26: infrakit.provider.v1.InstanceWatchRequest
+	(*InstanceWatchResponse)(nil),                    // 27: infrakit.provider.v1.InstanceWatchResponse
+	(*Allocation)(nil),                               // 28: infrakit.provider.v1.Allocation
+	(*Index)(nil),                                    // 29: infrakit.provider.v1.Index
+	(*FlavorValidateRequest)(nil),                    // 30: infrakit.provider.v1.FlavorValidateRequest
+	(*FlavorValidateResponse)(nil),                   // 31: infrakit.provider.v1.FlavorValidateResponse
+	(*FlavorPrepareRequest)(nil),                     // 32: infrakit.provider.v1.FlavorPrepareRequest
+	(*FlavorPrepareResponse)(nil),                    // 33: infrakit.provider.v1.FlavorPrepareResponse
+	(*FlavorHealthyRequest)(nil),                     // 34: infrakit.provider.v1.FlavorHealthyRequest
+	(*FlavorHealthyResponse)(nil),                    // 35: infrakit.provider.v1.FlavorHealthyResponse
+	(*FlavorHealthyBatchRequest)(nil),                // 36: infrakit.provider.v1.FlavorHealthyBatchRequest
+	(*FlavorHealthyBatchResponse)(nil),               // 37: infrakit.provider.v1.FlavorHealthyBatchResponse
+	(*FlavorDrainRequest)(nil),                       // 38: infrakit.provider.v1.FlavorDrainRequest
+	(*FlavorDrainResponse)(nil),                      // 39: infrakit.provider.v1.FlavorDrainResponse
+	(*Route)(nil),                                    // 40: infrakit.provider.v1.Route
+	(*HealthCheck)(nil),                              // 41: infrakit.provider.v1.HealthCheck
+	(*Backend)(nil),                                  // 42: infrakit.provider.v1.Backend
+	(*LoadBalancerRoutesRequest)(nil),                // 43: infrakit.provider.v1.LoadBalancerRoutesRequest
+	(*LoadBalancerRoutesResponse)(nil),               // 44: infrakit.provider.v1.LoadBalancerRoutesResponse
+	(*LoadBalancerPublishRequest)(nil),               // 45: infrakit.provider.v1.LoadBalancerPublishRequest
+	(*LoadBalancerPublishResponse)(nil),              // 46: infrakit.provider.v1.LoadBalancerPublishResponse
+	(*LoadBalancerUnpublishRequest)(nil),             // 47: infrakit.provider.v1.LoadBalancerUnpublishRequest
+	(*LoadBalancerUnpublishResponse)(nil),            // 48: infrakit.provider.v1.LoadBalancerUnpublishResponse
+	(*LoadBalancerConfigureHealthCheckRequest)(nil),  // 49: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
+	(*LoadBalancerConfigureHealthCheckResponse)(nil), // 50: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
+	(*LoadBalancerBackendsRequest)(nil),              // 51: infrakit.provider.v1.LoadBalancerBackendsRequest
+	(*LoadBalancerBackendsResponse)(nil),             // 52: infrakit.provider.v1.LoadBalancerBackendsResponse
+	(*LoadBalancerRegisterBackendsRequest)(nil),      // 53: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
+	(*LoadBalancerRegisterBackendsResponse)(nil),     // 54: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
+	(*LoadBalancerDeregisterBackendsRequest)(nil),    // 55: infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
+	(*LoadBalancerDeregisterBackendsResponse)(nil),   // 56: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
+	(*Authorization)(nil),                            // 57: infrakit.provider.v1.Authorization
+	(*AuthorizerValidateRequest)(nil),                // 58: infrakit.provider.v1.AuthorizerValidateRequest
+	(*AuthorizerValidateResponse)(nil),               // 59: infrakit.provider.v1.AuthorizerValidateResponse
+	(*AuthorizerDescribeRequest)(nil),                // 60: infrakit.provider.v1.AuthorizerDescribeRequest
+	(*AuthorizerDescribeResponse)(nil),               // 61: infrakit.provider.v1.AuthorizerDescribeResponse
+	(*AuthorizerAuthorizeRequest)(nil),               // 62: infrakit.provider.v1.AuthorizerAuthorizeRequest
+	(*AuthorizerAuthorizeResponse)(nil),              // 63: infrakit.provider.v1.AuthorizerAuthorizeResponse
+	(*AuthorizerRevokeRequest)(nil),                  // 64: infrakit.provider.v1.AuthorizerRevokeRequest
+	(*AuthorizerRevokeResponse)(nil),                 // 65: infrakit.provider.v1.AuthorizerRevokeResponse
+	(*MetricsQueryRequest)(nil),                      // 66: infrakit.provider.v1.MetricsQueryRequest
+	(*MetricsQueryResponse)(nil),                     // 67: infrakit.provider.v1.MetricsQueryResponse
+	nil,                                              // 68: infrakit.provider.v1.InstanceSpec.TagsEntry
+	nil,                                              // 69: infrakit.provider.v1.InstanceDescription.TagsEntry
+	(*Schema_Attribute)(nil),                         // 70: infrakit.provider.v1.Schema.Attribute
+	nil,                                              // 71: infrakit.provider.v1.Schema.AttributesEntry
+	nil,                                              // 72: infrakit.provider.v1.InstanceLabelRequest.TagsEntry
+	nil,                                              // 73: infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
+	nil,                                              // 74: infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
+	nil,                                              // 75: infrakit.provider.v1.InstanceWatchRequest.TagsEntry
+	nil,                                              // 76: infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
+	nil,                                              // 77: infrakit.provider.v1.Authorization.TagsEntry
+	(*durationpb.Duration)(nil),                      // 78: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),                    // 79: google.protobuf.Timestamp
 }
 var file_infrakit_provider_v1_provider_proto_depIdxs = []int32{
 	3,  // 0: infrakit.provider.v1.Diagnostic.severity:type_name -> infrakit.provider.v1.Diagnostic.Severity
-	64, // 1: infrakit.provider.v1.InstanceSpec.tags:type_name -> infrakit.provider.v1.InstanceSpec.TagsEntry
+	68, // 1: infrakit.provider.v1.InstanceSpec.tags:type_name -> infrakit.provider.v1.InstanceSpec.TagsEntry
 	6,  // 2: infrakit.provider.v1.InstanceSpec.attachments:type_name -> infrakit.provider.v1.Attachment
-	65, // 3: infrakit.provider.v1.InstanceDescription.tags:type_name -> infrakit.provider.v1.InstanceDescription.TagsEntry
+	69, // 3: infrakit.provider.v1.InstanceDescription.tags:type_name -> infrakit.provider.v1.InstanceDescription.TagsEntry
 	0,  // 4: infrakit.provider.v1.InstanceDescription.state:type_name -> infrakit.provider.v1.InstanceState
 	4,  // 5: infrakit.provider.v1.InstanceEvent.type:type_name -> infrakit.provider.v1.InstanceEvent.Type
 	8,  // 6: infrakit.provider.v1.InstanceEvent.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	67, // 7: infrakit.provider.v1.Schema.attributes:type_name -> infrakit.provider.v1.Schema.AttributesEntry
+	71, // 7: infrakit.provider.v1.Schema.attributes:type_name -> infrakit.provider.v1.Schema.AttributesEntry
 	1,  // 8: infrakit.provider.v1.Object.kind:type_name -> infrakit.provider.v1.Kind
 	10, // 9: infrakit.provider.v1.Object.schema:type_name -> infrakit.provider.v1.Schema
 	11, // 10: infrakit.provider.v1.ProviderMetadataResponse.objects:type_name -> infrakit.provider.v1.Object
-	5,  // 11: infrakit.provider.v1.InstanceValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	7,  // 12: infrakit.provider.v1.InstanceProvisionRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
-	5,  // 13: infrakit.provider.v1.InstanceProvisionResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	68, // 14: infrakit.provider.v1.InstanceLabelRequest.tags:type_name -> infrakit.provider.v1.InstanceLabelRequest.TagsEntry
-	5,  // 15: infrakit.provider.v1.InstanceLabelResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 16: infrakit.provider.v1.InstanceDestroyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	69, // 17: infrakit.provider.v1.InstanceDescribeInstancesRequest.tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
-	8,  // 18: infrakit.provider.v1.InstanceDescribeInstancesResponse.instances:type_name -> infrakit.provider.v1.InstanceDescription
-	5,  // 19: infrakit.provider.v1.InstanceDescribeInstancesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	70, // 20: infrakit.provider.v1.InstanceDescribeInstancesResponse.common_tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
-	71, // 21: infrakit.provider.v1.InstanceWatchRequest.tags:type_name -> infrakit.provider.v1.InstanceWatchRequest.TagsEntry
-	9,  // 22: infrakit.provider.v1.InstanceWatchResponse.event:type_name -> infrakit.provider.v1.InstanceEvent
-	5,  // 23: infrakit.provider.v1.InstanceWatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	26, // 24: infrakit.provider.v1.FlavorValidateRequest.allocation:type_name -> infrakit.provider.v1.Allocation
-	5,  // 25: infrakit.provider.v1.FlavorValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	7,  // 26: infrakit.provider.v1.FlavorPrepareRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
-	26, // 27: infrakit.provider.v1.FlavorPrepareRequest.allocation:type_name -> infrakit.provider.v1.Allocation
-	27, // 28: infrakit.provider.v1.FlavorPrepareRequest.index:type_name -> infrakit.provider.v1.Index
-	7,  // 29: infrakit.provider.v1.FlavorPrepareResponse.spec:type_name -> infrakit.provider.v1.InstanceSpec
-	5,  // 30: infrakit.provider.v1.FlavorPrepareResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 31: infrakit.provider.v1.FlavorHealthyRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	2,  // 32: infrakit.provider.v1.FlavorHealthyResponse.health:type_name -> infrakit.provider.v1.Health
-	5,  // 33: infrakit.provider.v1.FlavorHealthyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 34: infrakit.provider.v1.FlavorHealthyBatchRequest.instances:type_name -> infrakit.provider.v1.InstanceDescription
-	72, // 35: infrakit.provider.v1.FlavorHealthyBatchRequest.common_tags:type_name -> infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
-	2,  // 36: infrakit.provider.v1.FlavorHealthyBatchResponse.health:type_name -> infrakit.provider.v1.Health
-	5,  // 37: infrakit.provider.v1.FlavorHealthyBatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 38: infrakit.provider.v1.FlavorDrainRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	5,  // 39: infrakit.provider.v1.FlavorDrainResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	74, // 40: infrakit.provider.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	74, // 41: infrakit.provider.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	38, // 42: infrakit.provider.v1.LoadBalancerRoutesResponse.routes:type_name -> infrakit.provider.v1.Route
-	5,  // 43: infrakit.provider.v1.LoadBalancerRoutesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	38, // 44: infrakit.provider.v1.LoadBalancerPublishRequest.route:type_name -> infrakit.provider.v1.Route
-	5,  // 45: infrakit.provider.v1.LoadBalancerPublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 46: infrakit.provider.v1.LoadBalancerUnpublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	39, // 47: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest.health_check:type_name -> infrakit.provider.v1.HealthCheck
-	5,  // 48: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	40, // 49: infrakit.provider.v1.LoadBalancerBackendsResponse.backends:type_name -> infrakit.provider.v1.Backend
-	5,  // 50: infrakit.provider.v1.LoadBalancerBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	40, // 51: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest.backends:type_name -> infrakit.provider.v1.Backend
-	5,  // 52: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 53: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	73, // 54: infrakit.provider.v1.Authorization.tags:type_name -> infrakit.provider.v1.Authorization.TagsEntry
-	5,  // 55: infrakit.provider.v1.AuthorizerValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	55, // 56: infrakit.provider.v1.AuthorizerDescribeResponse.authorizations:type_name -> infrakit.provider.v1.Authorization
-	5,  // 57: infrakit.provider.v1.AuthorizerDescribeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	55, // 58: infrakit.provider.v1.AuthorizerAuthorizeRequest.authorization:type_name -> infrakit.provider.v1.Authorization
-	5,  // 59: infrakit.provider.v1.AuthorizerAuthorizeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 60: infrakit.provider.v1.AuthorizerRevokeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	66, // 61: infrakit.provider.v1.Schema.AttributesEntry.value:type_name -> infrakit.provider.v1.Schema.Attribute
-	12, // 62: infrakit.provider.v1.Provider.Metadata:input_type -> infrakit.provider.v1.ProviderMetadataRequest
-	14, // 63: infrakit.provider.v1.Instance.Validate:input_type -> infrakit.provider.v1.InstanceValidateRequest
-	16, // 64: infrakit.provider.v1.Instance.Provision:input_type -> infrakit.provider.v1.InstanceProvisionRequest
-	18, // 65: infrakit.provider.v1.Instance.Label:input_type -> infrakit.provider.v1.InstanceLabelRequest
-	20, // 66: infrakit.provider.v1.Instance.Destroy:input_type -> infrakit.provider.v1.InstanceDestroyRequest
-	22, // 67: infrakit.provider.v1.Instance.DescribeInstances:input_type -> infrakit.provider.v1.InstanceDescribeInstancesRequest
-	24, // 68: infrakit.provider.v1.Instance.Watch:input_type -> infrakit.provider.v1.InstanceWatchRequest
-	28, // 69: infrakit.provider.v1.Flavor.Validate:input_type -> infrakit.provider.v1.FlavorValidateRequest
-	30, // 70: infrakit.provider.v1.Flavor.Prepare:input_type -> infrakit.provider.v1.FlavorPrepareRequest
-	32, // 71: infrakit.provider.v1.Flavor.Healthy:input_type -> infrakit.provider.v1.FlavorHealthyRequest
-	36, // 72: infrakit.provider.v1.Flavor.Drain:input_type -> infrakit.provider.v1.FlavorDrainRequest
-	34, // 73: infrakit.provider.v1.Flavor.HealthyBatch:input_type -> infrakit.provider.v1.FlavorHealthyBatchRequest
-	41, // 74: infrakit.provider.v1.LoadBalancer.Routes:input_type -> infrakit.provider.v1.LoadBalancerRoutesRequest
-	43, // 75: infrakit.provider.v1.LoadBalancer.Publish:input_type -> infrakit.provider.v1.LoadBalancerPublishRequest
-	45, // 76: infrakit.provider.v1.LoadBalancer.Unpublish:input_type -> infrakit.provider.v1.LoadBalancerUnpublishRequest
-	47, // 77: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:input_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
-	49, // 78: infrakit.provider.v1.LoadBalancer.Backends:input_type -> infrakit.provider.v1.LoadBalancerBackendsRequest
-	51, // 79: infrakit.provider.v1.LoadBalancer.RegisterBackends:input_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
-	53, // 80: infrakit.provider.v1.LoadBalancer.DeregisterBackends:input_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
-	56, // 81: infrakit.provider.v1.Authorizer.Validate:input_type -> infrakit.provider.v1.AuthorizerValidateRequest
-	58, // 82: infrakit.provider.v1.Authorizer.Describe:input_type -> infrakit.provider.v1.AuthorizerDescribeRequest
-	60, // 83: infrakit.provider.v1.Authorizer.Authorize:input_type -> infrakit.provider.v1.AuthorizerAuthorizeRequest
-	62, // 84: infrakit.provider.v1.Authorizer.Revoke:input_type -> infrakit.provider.v1.AuthorizerRevokeRequest
-	13, // 85: infrakit.provider.v1.Provider.Metadata:output_type -> infrakit.provider.v1.ProviderMetadataResponse
-	15, // 86: infrakit.provider.v1.Instance.Validate:output_type -> infrakit.provider.v1.InstanceValidateResponse
-	17, // 87: infrakit.provider.v1.Instance.Provision:output_type -> infrakit.provider.v1.InstanceProvisionResponse
-	19, // 88: infrakit.provider.v1.Instance.Label:output_type -> infrakit.provider.v1.InstanceLabelResponse
-	21, // 89: infrakit.provider.v1.Instance.Destroy:output_type -> infrakit.provider.v1.InstanceDestroyResponse
-	23, // 90: infrakit.provider.v1.Instance.DescribeInstances:output_type -> infrakit.provider.v1.InstanceDescribeInstancesResponse
-	25, // 91: infrakit.provider.v1.Instance.Watch:output_type -> infrakit.provider.v1.InstanceWatchResponse
-	29, // 92: infrakit.provider.v1.Flavor.Validate:output_type -> infrakit.provider.v1.FlavorValidateResponse
-	31, // 93: infrakit.provider.v1.Flavor.Prepare:output_type -> infrakit.provider.v1.FlavorPrepareResponse
-	33, // 94: infrakit.provider.v1.Flavor.Healthy:output_type -> infrakit.provider.v1.FlavorHealthyResponse
-	37, // 95: infrakit.provider.v1.Flavor.Drain:output_type -> infrakit.provider.v1.FlavorDrainResponse
-	35, // 96: infrakit.provider.v1.Flavor.HealthyBatch:output_type -> infrakit.provider.v1.FlavorHealthyBatchResponse
-	42, // 97: infrakit.provider.v1.LoadBalancer.Routes:output_type -> infrakit.provider.v1.LoadBalancerRoutesResponse
-	44, // 98: infrakit.provider.v1.LoadBalancer.Publish:output_type -> infrakit.provider.v1.LoadBalancerPublishResponse
-	46, // 99: infrakit.provider.v1.LoadBalancer.Unpublish:output_type -> infrakit.provider.v1.LoadBalancerUnpublishResponse
-	48, // 100: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:output_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
-	50, // 101: infrakit.provider.v1.LoadBalancer.Backends:output_type -> infrakit.provider.v1.LoadBalancerBackendsResponse
-	52, // 102: infrakit.provider.v1.LoadBalancer.RegisterBackends:output_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
-	54, // 103: infrakit.provider.v1.LoadBalancer.DeregisterBackends:output_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
-	57, // 104: infrakit.provider.v1.Authorizer.Validate:output_type -> infrakit.provider.v1.AuthorizerValidateResponse
-	59, // 105: infrakit.provider.v1.Authorizer.Describe:output_type -> infrakit.provider.v1.AuthorizerDescribeResponse
-	61, // 106: infrakit.provider.v1.Authorizer.Authorize:output_type -> infrakit.provider.v1.AuthorizerAuthorizeResponse
-	63, // 107: infrakit.provider.v1.Authorizer.Revoke:output_type -> infrakit.provider.v1.AuthorizerRevokeResponse
-	85, // [85:108] is the sub-list for method output_type
-	62, // [62:85] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	5,  // 11: infrakit.provider.v1.ProviderConfigureResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 12: infrakit.provider.v1.InstanceValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	7,  // 13: infrakit.provider.v1.InstanceProvisionRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
+	5,  // 14: infrakit.provider.v1.InstanceProvisionResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	72, // 15: infrakit.provider.v1.InstanceLabelRequest.tags:type_name -> infrakit.provider.v1.InstanceLabelRequest.TagsEntry
+	5,  // 16: infrakit.provider.v1.InstanceLabelResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 17: infrakit.provider.v1.InstanceDestroyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	73, // 18: infrakit.provider.v1.InstanceDescribeInstancesRequest.tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
+	8,  // 19: infrakit.provider.v1.InstanceDescribeInstancesResponse.instances:type_name -> infrakit.provider.v1.InstanceDescription
+	5,  // 20: infrakit.provider.v1.InstanceDescribeInstancesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	74, // 21: infrakit.provider.v1.InstanceDescribeInstancesResponse.common_tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
+	75, // 22: infrakit.provider.v1.InstanceWatchRequest.tags:type_name -> infrakit.provider.v1.InstanceWatchRequest.TagsEntry
+	9,  // 23: infrakit.provider.v1.InstanceWatchResponse.event:type_name -> infrakit.provider.v1.InstanceEvent
+	5,  // 24: infrakit.provider.v1.InstanceWatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	28, // 25: infrakit.provider.v1.FlavorValidateRequest.allocation:type_name -> infrakit.provider.v1.Allocation
+	5,  // 26: infrakit.provider.v1.FlavorValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	7,  // 27: infrakit.provider.v1.FlavorPrepareRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
+	28, // 28: infrakit.provider.v1.FlavorPrepareRequest.allocation:type_name -> infrakit.provider.v1.Allocation
+	29, // 29: infrakit.provider.v1.FlavorPrepareRequest.index:type_name -> infrakit.provider.v1.Index
+	7,  // 30: infrakit.provider.v1.FlavorPrepareResponse.spec:type_name -> infrakit.provider.v1.InstanceSpec
+	5,  // 31: infrakit.provider.v1.FlavorPrepareResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 32: infrakit.provider.v1.FlavorHealthyRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
+	2,  // 33: infrakit.provider.v1.FlavorHealthyResponse.health:type_name -> infrakit.provider.v1.Health
+	5,  // 34: infrakit.provider.v1.FlavorHealthyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 35: infrakit.provider.v1.FlavorHealthyBatchRequest.instances:type_name -> infrakit.provider.v1.InstanceDescription
+	76, // 36: infrakit.provider.v1.FlavorHealthyBatchRequest.common_tags:type_name -> infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
+	2,  // 37: infrakit.provider.v1.FlavorHealthyBatchResponse.health:type_name -> infrakit.provider.v1.Health
+	5,  // 38: infrakit.provider.v1.FlavorHealthyBatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 39: infrakit.provider.v1.FlavorDrainRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
+	5,  // 40: infrakit.provider.v1.FlavorDrainResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	78, // 41: infrakit.provider.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	78, // 42: infrakit.provider.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	40, // 43: infrakit.provider.v1.LoadBalancerRoutesResponse.routes:type_name -> infrakit.provider.v1.Route
+	5,  // 44: infrakit.provider.v1.LoadBalancerRoutesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	40, // 45: infrakit.provider.v1.LoadBalancerPublishRequest.route:type_name -> infrakit.provider.v1.Route
+	5,  // 46: infrakit.provider.v1.LoadBalancerPublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 47: infrakit.provider.v1.LoadBalancerUnpublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	41, // 48: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest.health_check:type_name -> infrakit.provider.v1.HealthCheck
+	5,  // 49: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	42, // 50: infrakit.provider.v1.LoadBalancerBackendsResponse.backends:type_name -> infrakit.provider.v1.Backend
+	5,  // 51: infrakit.provider.v1.LoadBalancerBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	42, // 52: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest.backends:type_name -> infrakit.provider.v1.Backend
+	5,  // 53: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 54: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	77, // 55: infrakit.provider.v1.Authorization.tags:type_name -> infrakit.provider.v1.Authorization.TagsEntry
+	5,  // 56: infrakit.provider.v1.AuthorizerValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	57, // 57: infrakit.provider.v1.AuthorizerDescribeResponse.authorizations:type_name -> infrakit.provider.v1.Authorization
+	5,  // 58: infrakit.provider.v1.AuthorizerDescribeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	57, // 59: infrakit.provider.v1.AuthorizerAuthorizeRequest.authorization:type_name -> infrakit.provider.v1.Authorization
+	5,  // 60: infrakit.provider.v1.AuthorizerAuthorizeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 61: infrakit.provider.v1.AuthorizerRevokeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	79, // 62: infrakit.provider.v1.MetricsQueryRequest.time:type_name -> google.protobuf.Timestamp
+	79, // 63: infrakit.provider.v1.MetricsQueryResponse.time:type_name -> google.protobuf.Timestamp
+	5,  // 64: infrakit.provider.v1.MetricsQueryResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	70, // 65: infrakit.provider.v1.Schema.AttributesEntry.value:type_name -> infrakit.provider.v1.Schema.Attribute
+	12, // 66: infrakit.provider.v1.Provider.Metadata:input_type -> infrakit.provider.v1.ProviderMetadataRequest
+	14, // 67: infrakit.provider.v1.Provider.Configure:input_type -> infrakit.provider.v1.ProviderConfigureRequest
+	16, // 68: infrakit.provider.v1.Instance.Validate:input_type -> infrakit.provider.v1.InstanceValidateRequest
+	18, // 69: infrakit.provider.v1.Instance.Provision:input_type -> infrakit.provider.v1.InstanceProvisionRequest
+	20, // 70: infrakit.provider.v1.Instance.Label:input_type -> infrakit.provider.v1.InstanceLabelRequest
+	22, // 71: infrakit.provider.v1.Instance.Destroy:input_type -> infrakit.provider.v1.InstanceDestroyRequest
+	24, // 72: infrakit.provider.v1.Instance.DescribeInstances:input_type -> infrakit.provider.v1.InstanceDescribeInstancesRequest
+	26, // 73: infrakit.provider.v1.Instance.Watch:input_type -> infrakit.provider.v1.InstanceWatchRequest
+	30, // 74: infrakit.provider.v1.Flavor.Validate:input_type -> infrakit.provider.v1.FlavorValidateRequest
+	32, // 75: infrakit.provider.v1.Flavor.Prepare:input_type -> infrakit.provider.v1.FlavorPrepareRequest
+	34, // 76: infrakit.provider.v1.Flavor.Healthy:input_type -> infrakit.provider.v1.FlavorHealthyRequest
+	38, // 77: infrakit.provider.v1.Flavor.Drain:input_type -> infrakit.provider.v1.FlavorDrainRequest
+	36, // 78: infrakit.provider.v1.Flavor.HealthyBatch:input_type -> infrakit.provider.v1.FlavorHealthyBatchRequest
+	43, // 79: infrakit.provider.v1.LoadBalancer.Routes:input_type -> infrakit.provider.v1.LoadBalancerRoutesRequest
+	45, // 80: infrakit.provider.v1.LoadBalancer.Publish:input_type -> infrakit.provider.v1.LoadBalancerPublishRequest
+	47, // 81: infrakit.provider.v1.LoadBalancer.Unpublish:input_type -> infrakit.provider.v1.LoadBalancerUnpublishRequest
+	49, // 82: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:input_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
+	51, // 83: infrakit.provider.v1.LoadBalancer.Backends:input_type -> infrakit.provider.v1.LoadBalancerBackendsRequest
+	53, // 84: infrakit.provider.v1.LoadBalancer.RegisterBackends:input_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
+	55, // 85: infrakit.provider.v1.LoadBalancer.DeregisterBackends:input_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
+	58, // 86: infrakit.provider.v1.Authorizer.Validate:input_type -> infrakit.provider.v1.AuthorizerValidateRequest
+	60, // 87: infrakit.provider.v1.Authorizer.Describe:input_type -> infrakit.provider.v1.AuthorizerDescribeRequest
+	62, // 88: infrakit.provider.v1.Authorizer.Authorize:input_type -> infrakit.provider.v1.AuthorizerAuthorizeRequest
+	64, // 89: infrakit.provider.v1.Authorizer.Revoke:input_type -> infrakit.provider.v1.AuthorizerRevokeRequest
+	66, // 90: infrakit.provider.v1.Metrics.Query:input_type -> infrakit.provider.v1.MetricsQueryRequest
+	13, // 91: infrakit.provider.v1.Provider.Metadata:output_type -> infrakit.provider.v1.ProviderMetadataResponse
+	15, // 92: infrakit.provider.v1.Provider.Configure:output_type -> infrakit.provider.v1.ProviderConfigureResponse
+	17, // 93: infrakit.provider.v1.Instance.Validate:output_type -> infrakit.provider.v1.InstanceValidateResponse
+	19, // 94: infrakit.provider.v1.Instance.Provision:output_type -> infrakit.provider.v1.InstanceProvisionResponse
+	21, // 95: infrakit.provider.v1.Instance.Label:output_type -> infrakit.provider.v1.InstanceLabelResponse
+	23, // 96: infrakit.provider.v1.Instance.Destroy:output_type -> infrakit.provider.v1.InstanceDestroyResponse
+	25, // 97: infrakit.provider.v1.Instance.DescribeInstances:output_type -> infrakit.provider.v1.InstanceDescribeInstancesResponse
+	27, // 98: infrakit.provider.v1.Instance.Watch:output_type -> infrakit.provider.v1.InstanceWatchResponse
+	31, // 99: infrakit.provider.v1.Flavor.Validate:output_type -> infrakit.provider.v1.FlavorValidateResponse
+	33, // 100: infrakit.provider.v1.Flavor.Prepare:output_type -> infrakit.provider.v1.FlavorPrepareResponse
+	35, // 101: infrakit.provider.v1.Flavor.Healthy:output_type -> infrakit.provider.v1.FlavorHealthyResponse
+	39, // 102: infrakit.provider.v1.Flavor.Drain:output_type -> infrakit.provider.v1.FlavorDrainResponse
+	37, // 103: infrakit.provider.v1.Flavor.HealthyBatch:output_type -> infrakit.provider.v1.FlavorHealthyBatchResponse
+	44, // 104: infrakit.provider.v1.LoadBalancer.Routes:output_type -> infrakit.provider.v1.LoadBalancerRoutesResponse
+	46, // 105: infrakit.provider.v1.LoadBalancer.Publish:output_type -> infrakit.provider.v1.LoadBalancerPublishResponse
+	48, // 106: infrakit.provider.v1.LoadBalancer.Unpublish:output_type -> infrakit.provider.v1.LoadBalancerUnpublishResponse
+	50, // 107: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:output_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
+	52, // 108: infrakit.provider.v1.LoadBalancer.Backends:output_type -> infrakit.provider.v1.LoadBalancerBackendsResponse
+	54, // 109: infrakit.provider.v1.LoadBalancer.RegisterBackends:output_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
+	56, // 110: infrakit.provider.v1.LoadBalancer.DeregisterBackends:output_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
+	59, // 111: infrakit.provider.v1.Authorizer.Validate:output_type -> infrakit.provider.v1.AuthorizerValidateResponse
+	61, // 112: infrakit.provider.v1.Authorizer.Describe:output_type -> infrakit.provider.v1.AuthorizerDescribeResponse
+	63, // 113: infrakit.provider.v1.Authorizer.Authorize:output_type -> infrakit.provider.v1.AuthorizerAuthorizeResponse
+	65, // 114: infrakit.provider.v1.Authorizer.Revoke:output_type -> infrakit.provider.v1.AuthorizerRevokeResponse
+	67, // 115: infrakit.provider.v1.Metrics.Query:output_type -> infrakit.provider.v1.MetricsQueryResponse
+	91, // [91:116] is the sub-list for method output_type
+	66, // [66:91] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_infrakit_provider_v1_provider_proto_init() }
@@ -4152,9 +4420,9 @@ func file_infrakit_provider_v1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_infrakit_provider_v1_provider_proto_rawDesc), len(file_infrakit_provider_v1_provider_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   69,
+			NumMessages:   73,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_infrakit_provider_v1_provider_proto_goTypes,
 		DependencyIndexes: file_infrakit_provider_v1_provider_proto_depIdxs,

@@ -7,8 +7,8 @@
 //
 // Conventions:
 //   - Every request names the object it is about: `type` for instances,
-//     flavors and authorizers, `name` for load balancers. One process serves
-//     many types.
+//     flavors, authorizers and metrics sources, `name` for load balancers.
+//     One process serves many types.
 //   - Properties are JSON objects (encoded cty values) carried as bytes.
 //   - Problems the provider can explain travel as `diagnostics` in the
 //     response (severity, summary, detail, attribute path), so the core can
@@ -36,7 +36,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Provider_Metadata_FullMethodName = "/infrakit.provider.v1.Provider/Metadata"
+	Provider_Metadata_FullMethodName  = "/infrakit.provider.v1.Provider/Metadata"
+	Provider_Configure_FullMethodName = "/infrakit.provider.v1.Provider/Configure"
 )
 
 // ProviderClient is the client API for Provider service.
@@ -44,6 +45,14 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ProviderClient interface {
 	Metadata(ctx context.Context, in *ProviderMetadataRequest, opts ...grpc.CallOption) (*ProviderMetadataResponse, error)
+	// Configure gives the provider the attributes of its provider block (other
+	// than alias and parallelism), before the host's first other call to the
+	// process and again whenever the block changed. A new process whose block
+	// has no such attributes is not configured; a running one whose block
+	// lost them gets `{}`. A provider that takes no configuration accepts
+	// any (and may warn about what it ignores). A host that finds it
+	// UNIMPLEMENTED talks to a provider that predates it.
+	Configure(ctx context.Context, in *ProviderConfigureRequest, opts ...grpc.CallOption) (*ProviderConfigureResponse, error)
 }
 
 type providerClient struct {
@@ -64,11 +73,29 @@ func (c *providerClient) Metadata(ctx context.Context, in *ProviderMetadataReque
 	return out, nil
 }
 
+func (c *providerClient) Configure(ctx context.Context, in *ProviderConfigureRequest, opts ...grpc.CallOption) (*ProviderConfigureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProviderConfigureResponse)
+	err := c.cc.Invoke(ctx, Provider_Configure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProviderServer is the server API for Provider service.
 // All implementations must embed UnimplementedProviderServer
 // for forward compatibility.
 type ProviderServer interface {
 	Metadata(context.Context, *ProviderMetadataRequest) (*ProviderMetadataResponse, error)
+	// Configure gives the provider the attributes of its provider block (other
+	// than alias and parallelism), before the host's first other call to the
+	// process and again whenever the block changed. A new process whose block
+	// has no such attributes is not configured; a running one whose block
+	// lost them gets `{}`. A provider that takes no configuration accepts
+	// any (and may warn about what it ignores). A host that finds it
+	// UNIMPLEMENTED talks to a provider that predates it.
+	Configure(context.Context, *ProviderConfigureRequest) (*ProviderConfigureResponse, error)
 	mustEmbedUnimplementedProviderServer()
 }
 
@@ -81,6 +108,9 @@ type UnimplementedProviderServer struct{}
 
 func (UnimplementedProviderServer) Metadata(context.Context, *ProviderMetadataRequest) (*ProviderMetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Metadata not implemented")
+}
+func (UnimplementedProviderServer) Configure(context.Context, *ProviderConfigureRequest) (*ProviderConfigureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Configure not implemented")
 }
 func (UnimplementedProviderServer) mustEmbedUnimplementedProviderServer() {}
 func (UnimplementedProviderServer) testEmbeddedByValue()                  {}
@@ -121,6 +151,24 @@ func _Provider_Metadata_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Provider_Configure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProviderConfigureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).Configure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_Configure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).Configure(ctx, req.(*ProviderConfigureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Provider_ServiceDesc is the grpc.ServiceDesc for Provider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -131,6 +179,10 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Metadata",
 			Handler:    _Provider_Metadata_Handler,
+		},
+		{
+			MethodName: "Configure",
+			Handler:    _Provider_Configure_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -1247,6 +1299,114 @@ var Authorizer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Revoke",
 			Handler:    _Authorizer_Revoke_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "infrakit/provider/v1/provider.proto",
+}
+
+const (
+	Metrics_Query_FullMethodName = "/infrakit.provider.v1.Metrics/Query"
+)
+
+// MetricsClient is the client API for Metrics service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type MetricsClient interface {
+	// Query evaluates a query and answers one number. A query whose result
+	// is more than one series is an error; one the source cannot parse is
+	// answered with an ERROR diagnostic.
+	Query(ctx context.Context, in *MetricsQueryRequest, opts ...grpc.CallOption) (*MetricsQueryResponse, error)
+}
+
+type metricsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewMetricsClient(cc grpc.ClientConnInterface) MetricsClient {
+	return &metricsClient{cc}
+}
+
+func (c *metricsClient) Query(ctx context.Context, in *MetricsQueryRequest, opts ...grpc.CallOption) (*MetricsQueryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetricsQueryResponse)
+	err := c.cc.Invoke(ctx, Metrics_Query_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MetricsServer is the server API for Metrics service.
+// All implementations must embed UnimplementedMetricsServer
+// for forward compatibility.
+type MetricsServer interface {
+	// Query evaluates a query and answers one number. A query whose result
+	// is more than one series is an error; one the source cannot parse is
+	// answered with an ERROR diagnostic.
+	Query(context.Context, *MetricsQueryRequest) (*MetricsQueryResponse, error)
+	mustEmbedUnimplementedMetricsServer()
+}
+
+// UnimplementedMetricsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedMetricsServer struct{}
+
+func (UnimplementedMetricsServer) Query(context.Context, *MetricsQueryRequest) (*MetricsQueryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Query not implemented")
+}
+func (UnimplementedMetricsServer) mustEmbedUnimplementedMetricsServer() {}
+func (UnimplementedMetricsServer) testEmbeddedByValue()                 {}
+
+// UnsafeMetricsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to MetricsServer will
+// result in compilation errors.
+type UnsafeMetricsServer interface {
+	mustEmbedUnimplementedMetricsServer()
+}
+
+func RegisterMetricsServer(s grpc.ServiceRegistrar, srv MetricsServer) {
+	// If the following call panics, it indicates UnimplementedMetricsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Metrics_ServiceDesc, srv)
+}
+
+func _Metrics_Query_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetricsQueryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetricsServer).Query(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Metrics_Query_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetricsServer).Query(ctx, req.(*MetricsQueryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Metrics_ServiceDesc is the grpc.ServiceDesc for Metrics service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Metrics_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "infrakit.provider.v1.Metrics",
+	HandlerType: (*MetricsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Query",
+			Handler:    _Metrics_Query_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
