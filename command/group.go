@@ -72,6 +72,10 @@ type groupJSON struct {
 	// Brake is the mass-failure brake as the watch running on the local
 	// state reports it (group describe only; absent when none answers).
 	Brake *status.Brake `json:"brake,omitempty"`
+	// Autoscale is the autoscaler's bounds and latest decisions as that
+	// watch reports them (group describe only; absent for a group without
+	// an autoscale block, or when no watch answers).
+	Autoscale *status.Autoscale `json:"autoscale,omitempty"`
 }
 
 // rollingJSON is how far a group's rolling update got: Outdated of its
@@ -474,7 +478,7 @@ func (c *GroupDescribeCommand) Run(args []string) int {
 	if *jsonOut {
 		out := newGroupJSON(*v)
 		if watched {
-			out.Brake = &wg.Brake
+			out.Brake, out.Autoscale = &wg.Brake, wg.Autoscale
 		}
 		if err := c.WriteJSON(out); err != nil {
 			c.Ui.Error(err.Error())
@@ -492,6 +496,9 @@ func (c *GroupDescribeCommand) Run(args []string) int {
 		// After the header and roll lines, before the instance table.
 		head, table, _ := strings.Cut(out, "\n\n")
 		out = head + "\n" + brakeLine(wg.Brake, from)
+		if lines := autoscaleLines(wg.Autoscale, from); lines != "" {
+			out += "\n" + lines
+		}
 		if table != "" {
 			out += "\n\n" + table
 		}

@@ -27,6 +27,7 @@ func (c *GroupScaleCommand) Run(args []string) int {
 	lockTimeout := FlagLockTimeout(fs)
 	files := flagStackInputs(fs)
 	parallelism := fs.Int("parallelism", operation.DefaultParallelism, "provider calls in flight at once")
+	override := fs.Bool("override", false, "set the size of an autoscaled group (within its bounds)")
 	name, rest, ok := c.parseGroupArgs("scale", fs, args, 0, 1)
 	if !ok {
 		return cli.RunResultHelp
@@ -61,7 +62,7 @@ func (c *GroupScaleCommand) Run(args []string) int {
 	if size < 0 {
 		return c.printSize(r, name)
 	}
-	res, err := r.Groups().SetSize(c.Context(), name, size)
+	res, err := r.Groups().SetSize(c.Context(), name, size, controller.ScaleOptions{Override: *override})
 	progress.finish()
 	failed := c.reportGroupResult(res)
 	if err != nil {
@@ -114,7 +115,15 @@ Usage: infrakit [global options] group scale NAME [N] [options]
   "infrakit plan" shows the difference to the size the files declare, and
   "infrakit apply" goes back to it. Edit the files to keep a new size.
 
+  A group with an autoscale block is sized by its autoscaler ("infrakit
+  watch" runs it): setting its size is refused unless -override is given,
+  and even then the size must lie within the block's min and max. The
+  autoscaler resumes from the size set once its cooldown has passed.
+
 Options:
+
+  -override           Set the size of an autoscaled group anyway (within
+                      its min and max).
 
   -parallelism N      Provider calls in flight at once (default 10).
 

@@ -207,7 +207,7 @@ func TestWalkthrough(t *testing.T) {
 	// before any member exists, and each new member is registered and
 	// authorized once it runs; its summary counts every step.
 	p := w.planSteps()
-	if p.FormatVersion != "3.0" || !p.Changes || len(p.Ingresses) != 1 || p.Ingresses[0].Ingress != "test.com" || p.Ingresses[0].Action != "create" {
+	if p.FormatVersion != "3.1" || !p.Changes || len(p.Ingresses) != 1 || p.Ingresses[0].Ingress != "test.com" || p.Ingresses[0].Action != "create" {
 		t.Fatalf("plan -json: want format 3.0 with ingress test.com to create; got %+v", p)
 	}
 	if want := (countsJSON{Add: 15, Publish: 3, Register: 20, Authorize: 10}); p.Summary != want {

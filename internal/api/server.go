@@ -192,6 +192,8 @@ type verbBody struct {
 	Size        *int     `json:"size"`
 	IDs         []string `json:"ids"`
 	Parallelism int      `json:"parallelism"`
+	// Override is group scale's -override (an autoscaled group).
+	Override bool `json:"override"`
 }
 
 func (b verbBody) flags() []string {
@@ -205,7 +207,11 @@ func scaleArgs(r *http.Request, b verbBody) ([]string, error) {
 	if b.Size == nil || *b.Size < 0 {
 		return nil, errors.New(`give the new size: {"size": N}, N at least 0`)
 	}
-	return append(append([]string{"group", "scale"}, b.flags()...), "--", r.PathValue("name"), strconv.Itoa(*b.Size)), nil
+	argv := append([]string{"group", "scale"}, b.flags()...)
+	if b.Override {
+		argv = append(argv, "-override")
+	}
+	return append(argv, "--", r.PathValue("name"), strconv.Itoa(*b.Size)), nil
 }
 
 func destroyInstancesArgs(r *http.Request, b verbBody) ([]string, error) {

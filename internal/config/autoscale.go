@@ -13,6 +13,11 @@ import (
 type Autoscale struct {
 	Min int `json:"min"`
 	Max int `json:"max"`
+	// StartSize is the group's size attribute as the stack files give it
+	// (min when they give none). The stored stack's Group.Size is the size
+	// the autoscaler set since; apply keeps that one while StartSize, Min
+	// and Max stay as they were applied.
+	StartSize int `json:"start_size"`
 	// EvaluationInterval is how often the checks are queried.
 	EvaluationInterval Duration `json:"evaluation_interval"`
 	// Cooldown is how long after a scaling action no other is taken.

@@ -130,13 +130,22 @@ type Group interface {
 	// SetSize sets the size of cattle and converges the group to it
 	// (creates or destroys members, with their backends and
 	// authorizations); pets are sized by their logical IDs and refused.
-	SetSize(ctx context.Context, name string, n int) (*Result, error)
+	// An autoscaled group's size is its autoscaler's: it is set only with
+	// opts.Override, and never outside the autoscale bounds.
+	SetSize(ctx context.Context, name string, n int, opts ScaleOptions) (*Result, error)
 	// DestroyInstances destroys the given live members; the size of cattle
 	// shrinks by as many. An ID that is no live member is refused, and
 	// nothing is destroyed.
 	DestroyInstances(ctx context.Context, name string, ids []instance.ID) (*Result, error)
 	// StopUpdate halts the group's rolling update until the next apply.
 	StopUpdate(ctx context.Context, name string) error
+}
+
+// ScaleOptions are SetSize's options.
+type ScaleOptions struct {
+	// Override sets the size of an autoscaled group (within its bounds);
+	// its autoscaler resumes from that size after its cooldown.
+	Override bool
 }
 
 // ErrNotFound is matched (errors.Is) by the error for an object the state

@@ -126,7 +126,7 @@ func TestEtcdBackendFromAnyDirectory(t *testing.T) {
 	if err != nil || len(g) != 1 || len(g[0].Instances) != 3 {
 		t.Fatalf("group miners from the second directory: %+v (%v)", g, err)
 	}
-	must(t, "SetSize 5")(b.Groups().SetSize(ctx, "miners", 5))
+	must(t, "SetSize 5")(b.Groups().SetSize(ctx, "miners", 5, controller.ScaleOptions{}))
 	doc, err := a.State(ctx)
 	if err != nil {
 		t.Fatal(err)

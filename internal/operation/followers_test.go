@@ -146,7 +146,7 @@ func TestScaleWaitsForNewMembersToRun(t *testing.T) {
 	}
 
 	progress.reset()
-	res := must(t, "SetSize 4")(r.Groups().SetSize(ctx, "cattle", 4))
+	res := must(t, "SetSize 4")(r.Groups().SetSize(ctx, "cattle", 4, controller.ScaleOptions{}))
 	w.checkFollowers("after scale", w.simulated())
 	if res.Done.Add != 2 || res.Done.Authorize != 2 || res.Done.Register != 2 || res.Done != res.Plan.Summary {
 		t.Fatalf("scale did %+v, planned %+v; want 2 added, registered and authorized", res.Done, res.Plan.Summary)
@@ -157,7 +157,7 @@ func TestScaleWaitsForNewMembersToRun(t *testing.T) {
 
 	// Scaling down waits for nothing.
 	progress.reset()
-	res = must(t, "SetSize 3")(r.Groups().SetSize(ctx, "cattle", 3))
+	res = must(t, "SetSize 3")(r.Groups().SetSize(ctx, "cattle", 3, controller.ScaleOptions{}))
 	if waits := progress.of("group.cattle", plan.StepAwait); len(waits) != 0 {
 		t.Fatalf("a scale-down waited: %+v", waits)
 	}
@@ -187,7 +187,7 @@ func TestScaleSaysWhenNewMembersDoNotRunInTime(t *testing.T) {
 	if res.Skipped != 2 || res.Done.Add != 1 || res.Done.Register != 0 || res.Done.Authorize != 0 {
 		t.Fatalf("apply did %+v, skipped %d; want 1 added, its register and authorize skipped", res.Done, res.Skipped)
 	}
-	res, err = r.Groups().SetSize(ctx, "cattle", 3)
+	res, err = r.Groups().SetSize(ctx, "cattle", 3, controller.ScaleOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestVanishedMemberAuthorizationHeldUntilScaledDown(t *testing.T) {
 	if revoked := revokedFor(p, "enrollment.nfs"); !slices.Equal(revoked, []string{gone}) {
 		t.Fatalf("the plan of the scale-down revokes %v, want %s", revoked, gone)
 	}
-	res := must(t, "SetSize 2")(r.Groups().SetSize(ctx, "cattle", 2))
+	res := must(t, "SetSize 2")(r.Groups().SetSize(ctx, "cattle", 2, controller.ScaleOptions{}))
 	if res.Done != (plan.Counts{Revoke: 1}) {
 		t.Fatalf("scale-down did %+v, want one revocation", res.Done)
 	}
@@ -410,7 +410,7 @@ func TestFreeEnrollmentWithDestroyOnFreeRevokes(t *testing.T) {
 	if got := w.authorized(); len(got) != 0 {
 		t.Fatalf("authorized %v after the free", got)
 	}
-	if res := must(t, "SetSize 3")(r.Groups().SetSize(ctx, "cattle", 3)); res.Done.Authorize != 0 {
+	if res := must(t, "SetSize 3")(r.Groups().SetSize(ctx, "cattle", 3, controller.ScaleOptions{})); res.Done.Authorize != 0 {
 		t.Fatalf("SetSize authorized %d members of a freed enrollment", res.Done.Authorize)
 	}
 	w.writeStack(followerStack(3, "c1", true))

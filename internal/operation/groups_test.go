@@ -81,7 +81,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	// scale 10: converged before returning
-	res = must(t, "SetSize 10")(groups.SetSize(ctx, "miners", 10))
+	res = must(t, "SetSize 10")(groups.SetSize(ctx, "miners", 10, controller.ScaleOptions{}))
 	if res.Done != (plan.Counts{Add: 5}) || res.Plan.Summary != res.Done {
 		t.Fatalf("SetSize = %+v; want 5 added", res.Done)
 	}
@@ -95,7 +95,7 @@ func TestLifecycle(t *testing.T) {
 	if n, err := groups.Size(ctx, "miners"); err != nil || n != 10 {
 		t.Errorf("Size(miners) = %d, %v", n, err)
 	}
-	if _, err := groups.SetSize(ctx, "db", 3); err == nil || !strings.Contains(err.Error(), "logical_ids") {
+	if _, err := groups.SetSize(ctx, "db", 3, controller.ScaleOptions{}); err == nil || !strings.Contains(err.Error(), "logical_ids") {
 		t.Errorf("SetSize of pets: %v, want a refusal", err)
 	}
 
@@ -137,7 +137,7 @@ func TestLifecycle(t *testing.T) {
 	if _, _, err := groups.Free(ctx, &controller.Metadata{Name: "nope"}); !errors.Is(err, ErrNoGroup) {
 		t.Errorf("Free(nope) = %v", err)
 	}
-	if _, err := groups.SetSize(ctx, "miners", 3); !errors.Is(err, controller.ErrFreed) {
+	if _, err := groups.SetSize(ctx, "miners", 3, controller.ScaleOptions{}); !errors.Is(err, controller.ErrFreed) {
 		t.Errorf("SetSize of a freed group: %v, want ErrFreed", err)
 	}
 	p, err = r.Plan(ctx, load(t, ctx, r), PlanMode{})
@@ -249,7 +249,7 @@ func TestFreedObjectsAreRefusedExceptByApplyAndDestroy(t *testing.T) {
 	serial := doc.Serial
 	want := controller.Freed(controller.KindGroup, "cattle").Error()
 	for verb, err := range map[string]error{
-		"SetSize":          second(groups.SetSize(ctx, "cattle", 5)),
+		"SetSize":          second(groups.SetSize(ctx, "cattle", 5, controller.ScaleOptions{})),
 		"DestroyInstances": second(groups.DestroyInstances(ctx, "cattle", []instance.ID{instance.ID(members[0])})),
 		"StopUpdate":       groups.StopUpdate(ctx, "cattle"),
 	} {
@@ -280,7 +280,7 @@ func TestFreedObjectsAreRefusedExceptByApplyAndDestroy(t *testing.T) {
 	if _, _, err := r.Enrollments().Free(ctx, &controller.Metadata{Name: "nfs"}); err != nil {
 		t.Fatal(err)
 	}
-	res := must(t, "SetSize 4")(groups.SetSize(ctx, "cattle", 4))
+	res := must(t, "SetSize 4")(groups.SetSize(ctx, "cattle", 4, controller.ScaleOptions{}))
 	if res.Done != (plan.Counts{Add: 1}) {
 		t.Fatalf("SetSize with freed followers did %+v, want 1 added only", res.Done)
 	}
@@ -330,7 +330,7 @@ func TestGroupWithoutConfigurationIsRefused(t *testing.T) {
 	r := w.runner(Options{})
 	groups := r.Groups()
 	for verb, err := range map[string]error{
-		"SetSize":          second(groups.SetSize(ctx, "old", 2)),
+		"SetSize":          second(groups.SetSize(ctx, "old", 2, controller.ScaleOptions{})),
 		"DestroyInstances": second(groups.DestroyInstances(ctx, "old", []instance.ID{"compute-0000abcd"})),
 		"Destroy":          second(groups.Destroy(ctx, &controller.Metadata{Name: "old"})),
 		"StopUpdate":       groups.StopUpdate(ctx, "old"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/infrakit/infrakit/internal/autoscale"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -31,8 +32,13 @@ func (r *Runner) plan(ctx context.Context, st *config.Stack, mode PlanMode) (*pl
 		return nil, err
 	}
 	desired := st
+	var owned []autoscale.Ownership
 	if mode.Destroy {
 		desired = destroyStack(st, doc)
+	} else {
+		// What the autoscaler decided stands until the stack's start size
+		// or bounds change.
+		desired, owned = autoscale.Keep(st, doc.Stack)
 	}
 	if desired == nil {
 		return nil, errors.New("plan: no stack: load the stack files first")
@@ -42,7 +48,11 @@ func (r *Runner) plan(ctx context.Context, st *config.Stack, mode PlanMode) (*pl
 			return nil, hcl.Diagnostics{d}
 		}
 	}
-	return r.computeLocked(ctx, desired, doc, plan.Scope{}, mode.Health, nil)
+	p, err := r.computeLocked(ctx, desired, doc, plan.Scope{}, mode.Health, nil)
+	if p != nil {
+		p.Autoscale = owned
+	}
+	return p, err
 }
 
 // computeLocked observes what the plan of desired over doc for scope needs

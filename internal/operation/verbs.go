@@ -59,7 +59,7 @@ func (r *Runner) act(ctx context.Context, op string, dry bool, derive func(*stat
 
 // SetSize stores the new size (the plan's intent, before any provider
 // call) and converges the group to it.
-func (g groups) SetSize(ctx context.Context, name string, n int) (*controller.Result, error) {
+func (g groups) SetSize(ctx context.Context, name string, n int, opts controller.ScaleOptions) (*controller.Result, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("group %q: size %d: must not be negative", name, n)
 	}
@@ -76,6 +76,9 @@ func (g groups) SetSize(ctx context.Context, name string, n int) (*controller.Re
 		if err := config.CheckGroupSize(doc.Stack, name, n); err != nil {
 			return verb{}, err
 		}
+		if err := checkAutoscaled(cfg, n, opts); err != nil {
+			return verb{}, err
+		}
 		scaled := *cfg
 		scaled.Size = &n
 		return verb{desired: withGroup(doc.Stack, &scaled), scope: plan.Scope{Groups: []string{name}},
@@ -85,8 +88,9 @@ func (g groups) SetSize(ctx context.Context, name string, n int) (*controller.Re
 }
 
 // DestroyInstances destroys the named live members, lowering the size of
-// cattle by as many (stored first, as the intent); pets keep their logical
-// IDs, so the next apply re-creates them.
+// cattle by as many (stored first, as the intent), no lower than an
+// autoscaled group's min; pets keep their logical IDs, so the next apply
+// re-creates them.
 func (g groups) DestroyInstances(ctx context.Context, name string, ids []instance.ID) (*controller.Result, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("group %q: no instance IDs given", name)
@@ -101,6 +105,10 @@ func (g groups) DestroyInstances(ctx context.Context, name string, ids []instanc
 		if cfg.Size != nil {
 			smaller := *cfg
 			n := max(*cfg.Size-len(ids), 0)
+			if cfg.Autoscale != nil {
+				// The bounds hold: below min, the destroyed are replaced.
+				n = max(n, cfg.Autoscale.Min)
+			}
 			smaller.Size = &n
 			desired = withGroup(doc.Stack, &smaller)
 		}
@@ -295,4 +303,23 @@ func flavorProviders(g *config.Group) []string {
 		out[i] = f.Provider
 	}
 	return out
+}
+
+// checkAutoscaled refuses a size for an autoscaled group unless overridden,
+// and outside its bounds in any case.
+func checkAutoscaled(cfg *config.Group, n int, opts controller.ScaleOptions) error {
+	a := cfg.Autoscale
+	if a == nil {
+		return nil
+	}
+	if !opts.Override {
+		return fmt.Errorf("group %q is autoscaled (min %d, max %d): its autoscaler owns the size; "+
+			"run \"infrakit group scale -override %s %d\" to set it anyway (the autoscaler resumes from it after its cooldown)",
+			cfg.Name, a.Min, a.Max, cfg.Name, n)
+	}
+	if n < a.Min || n > a.Max {
+		return fmt.Errorf("group %q: size %d is outside its autoscale bounds (min %d, max %d), which hold even with -override; "+
+			"change min or max in the stack and apply", cfg.Name, n, a.Min, a.Max)
+	}
+	return nil
 }

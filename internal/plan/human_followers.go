@@ -190,6 +190,9 @@ func (r *human) enrollment(c EnrollmentChange, steps []Step) {
 
 // warnings warns of objects that could not be observed.
 func (r *human) warnings(p *Plan) {
+	for _, o := range p.Autoscale {
+		r.printf("\n%s %s.\n", r.bold("Note:"), o.Note)
+	}
 	for _, g := range p.Groups {
 		if g.Action == ActionUnknown {
 			r.printf("\n%s group %q could not be observed\n\n  %s\n\nIts changes are not part of this plan.\n",

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"encoding/json"
+	"github.com/infrakit/infrakit/internal/autoscale"
 	"io"
 
 	"github.com/infrakit/infrakit/sdk/instance"
@@ -10,7 +11,7 @@ import (
 // JSONFormatVersion versions the shape RenderJSON writes. The minor number
 // grows when fields are added; the major one when a field changes meaning
 // or goes away.
-const JSONFormatVersion = "3.0"
+const JSONFormatVersion = "3.1"
 
 // JSONPlan is the machine-readable plan (`plan -json`), one JSON object:
 //
@@ -47,6 +48,8 @@ type JSONPlan struct {
 	Enrollments   []EnrollmentChange `json:"enrollments"`
 	Steps         []Step             `json:"steps"`
 	Summary       Counts             `json:"summary"`
+	// Autoscale is Plan.Autoscale: whose size each autoscaled group gets.
+	Autoscale []autoscale.Ownership `json:"autoscale,omitempty"`
 }
 
 // JSONGroup is one group of a JSONPlan.
@@ -76,6 +79,7 @@ func NewJSONPlan(p *Plan) JSONPlan {
 		Enrollments:   append([]EnrollmentChange{}, p.Enrollments...),
 		Steps:         append([]Step{}, p.Steps...),
 		Summary:       p.Summary,
+		Autoscale:     p.Autoscale,
 	}
 	for _, g := range p.Groups {
 		jg := JSONGroup{

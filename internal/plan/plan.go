@@ -31,6 +31,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"github.com/infrakit/infrakit/internal/autoscale"
 	"maps"
 
 	"github.com/infrakit/infrakit/internal/config"
@@ -97,6 +98,9 @@ type Plan struct {
 	// Observed fingerprints the members each group had when the plan was
 	// made (CheckWorld): a saved plan acts on those members only.
 	Observed map[string]string `json:"observed,omitempty"`
+	// Autoscale says, for each autoscaled group, whose size the plan
+	// converges to: the autoscaler's, kept, or the stack's start size.
+	Autoscale []autoscale.Ownership `json:"autoscale,omitempty"`
 }
 
 // GroupChange is the plan for one group.

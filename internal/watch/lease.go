@@ -210,6 +210,45 @@ func (l *lease) record(name string, instances []state.Instance) (uint64, error) 
 	return l.doc.Serial, nil
 }
 
+// setSize stores size to for autoscaled group name in the state's stack,
+// and writes it, when its stored size is still from (errStale otherwise:
+// someone changed it since the decision). Fenced as record is.
+func (l *lease) setSize(name string, from, to int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holders == 0 {
+		return errors.New("set size: the lease is not held")
+	}
+	st := l.doc.Stack
+	g := st.Group(name)
+	if g == nil || g.Autoscale == nil || g.Size == nil || *g.Size != from {
+		return errStale
+	}
+	scaled := *g
+	scaled.Size = &to
+	next := *st
+	next.Groups = slices.Clone(st.Groups)
+	for i, x := range next.Groups {
+		if x.Name == name {
+			next.Groups[i] = &scaled
+		}
+	}
+	l.doc.Stack = &next
+	serial := l.doc.Serial + 1
+	l.serials.expect(l.doc.Lineage, serial)
+	wctx, cancel := context.Background(), func() {}
+	if l.writeTimeout > 0 {
+		wctx, cancel = context.WithTimeout(wctx, l.writeTimeout)
+	}
+	defer cancel()
+	if err := l.store.Write(wctx, l.doc); err != nil {
+		l.serials.forget(serial)
+		l.doc.Stack = st
+		return fmt.Errorf("set size: %w", err)
+	}
+	return nil
+}
+
 // release leaves the lease; the last holder out releases the lock.
 func (l *lease) release() {
 	l.mu.Lock()

@@ -26,6 +26,8 @@ type groupSched struct {
 	// due is when a follow-up pass is wanted (zero: none).
 	due time.Time
 	sub *subscription
+	// scale is the group's autoscaler; nil without an autoscale block.
+	scale *scaler
 	// gone: the group left the stack while a pass was in flight.
 	gone bool
 	// memEpoch is the service's epoch mem was made in; a pass in a later
@@ -78,20 +80,22 @@ func (s *service) run(ctx context.Context, doc *state.Document) {
 	stopPasses()
 	deadline := time.NewTimer(max(s.opts.Shutdown-5*time.Second, time.Second))
 	defer deadline.Stop()
-	if s.active > 0 || s.fol.running {
-		s.log.Info("stopping: waiting for the passes in flight", "passes", s.active, "sync", s.fol.running)
+	if s.active > 0 || s.fol.running || s.scaling > 0 {
+		s.log.Info("stopping: waiting for the passes in flight", "passes", s.active, "sync", s.fol.running, "autoscale", s.scaling)
 	}
-	for s.active > 0 || s.fol.running {
+	for s.active > 0 || s.fol.running || s.scaling > 0 {
 		select {
 		case r := <-s.done:
 			s.finished(ctx, passCtx, r)
 		case r := <-s.followed:
 			s.followedDone(ctx, passCtx, r)
+		case r := <-s.scaled:
+			s.scaledDone(ctx, passCtx, r)
 		case <-s.lostC():
 			s.endTerm(s.lostReason())
 		case <-deadline.C:
 			s.log.Warn("stopping without waiting for the passes still in flight; the state holds what they recorded", "passes", s.active)
-			s.active, s.fol.running = 0, false
+			s.active, s.fol.running, s.scaling = 0, false, 0
 		}
 	}
 	// Nothing acts any more: a leader resigns now, so that another watch
@@ -131,6 +135,8 @@ func (s *service) loop(ctx, passCtx context.Context) {
 			s.finished(ctx, passCtx, r)
 		case r := <-s.followed:
 			s.followedDone(ctx, passCtx, r)
+		case r := <-s.scaled:
+			s.scaledDone(ctx, passCtx, r)
 		case t := <-s.wonC():
 			s.lead(ctx, passCtx, t)
 		case <-s.lostC():
@@ -155,6 +161,7 @@ func (s *service) loop(ctx, passCtx context.Context) {
 			}
 		}
 		s.startFollowers(passCtx)
+		s.startScalers(passCtx, time.Now())
 	}
 }
 
@@ -169,6 +176,9 @@ func (s *service) arm(t *time.Timer) {
 		if !g.due.IsZero() && (next.IsZero() || g.due.Before(next)) {
 			next = g.due
 		}
+	}
+	if at := s.nextScale(); !at.IsZero() && s.term != nil && (next.IsZero() || at.Before(next)) {
+		next = at
 	}
 	if next.IsZero() {
 		t.Stop()
@@ -348,6 +358,7 @@ func (s *service) setDoc(ctx context.Context, doc *state.Document) {
 			s.rec.RemoveGroup(name)
 		}
 		g.spec, g.gone = spec, false
+		s.syncScaler(g, now)
 		s.resubscribe(ctx, g)
 	}
 	s.prov.forget(keys)

@@ -324,6 +324,8 @@ type service struct {
 	docs     chan *state.Document
 	done     chan passResult
 	followed chan followResult
+	// scaled takes the autoscale evaluations' results (autoscale.go).
+	scaled chan scaleResult
 
 	// bg owns the poller and the subscriptions.
 	bg sync.WaitGroup
@@ -338,6 +340,7 @@ type service struct {
 	doc       *state.Document
 	groups    map[string]*groupSched
 	active    int
+	scaling   int // autoscale evaluations in flight
 	fol       followers
 	lockFile  []byte
 	resetHost bool
@@ -360,6 +363,7 @@ func newService(opts Options, r *operation.Runner, rec *status.Recorder, lockFil
 		docs:     make(chan *state.Document),
 		done:     make(chan passResult, opts.Parallelism),
 		followed: make(chan followResult, 1),
+		scaled:   make(chan scaleResult, opts.Parallelism),
 		groups:   map[string]*groupSched{},
 		lockFile: lockFile,
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infrakit/infrakit/internal/autoscale"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
 
@@ -67,6 +68,8 @@ type Event struct {
 	// "unhealthy" or "rolling-update"), if any.
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
+	// Autoscale is the decision of an EventAutoscale; absent otherwise.
+	Autoscale *autoscale.Decision `json:"autoscale,omitempty"`
 }
 
 // EventQuery selects events. The zero value selects every event held.

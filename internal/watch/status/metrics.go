@@ -19,6 +19,12 @@ const (
 	MetricProviderErrors   = "infrakit_provider_errors_total"
 	MetricProviderRestarts = "infrakit_provider_restarts_total"
 	MetricLeader           = "infrakit_leader"
+	// The autoscaler's, per autoscaled group.
+	MetricAutoscaleEvaluations = "infrakit_autoscale_evaluations_total"
+	MetricAutoscaleDesired     = "infrakit_autoscale_desired_size"
+	MetricAutoscaleRecommended = "infrakit_autoscale_recommended_size"
+	MetricAutoscaleValue       = "infrakit_autoscale_metric_value"
+	MetricAutoscaleNoData      = "infrakit_autoscale_no_data_total"
 )
 
 // passBuckets span a quiet pass over a few groups (milliseconds) to one that
@@ -41,6 +47,12 @@ type metrics struct {
 	providerErrors   *prometheus.CounterVec
 	providerRestarts *prometheus.CounterVec
 	leader           prometheus.Gauge
+
+	autoscaleEvaluations *prometheus.CounterVec
+	autoscaleDesired     *prometheus.GaugeVec
+	autoscaleRecommended *prometheus.GaugeVec
+	autoscaleValue       *prometheus.GaugeVec
+	autoscaleNoData      *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -91,10 +103,31 @@ func newMetrics() *metrics {
 			Name: MetricLeader,
 			Help: "1 while this watch process is the leader that acts, else 0.",
 		}),
+		autoscaleEvaluations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricAutoscaleEvaluations,
+			Help: "Autoscale evaluations of each group, by what they decided (scale-up, scale-down, hold).",
+		}, []string{"group", "action"}),
+		autoscaleDesired: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricAutoscaleDesired,
+			Help: "The size the latest autoscale decision set or kept, per group.",
+		}, []string{"group"}),
+		autoscaleRecommended: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricAutoscaleRecommended,
+			Help: "The latest autoscale recommendation before cooldown, stabilization, max_step and bounds, per group.",
+		}, []string{"group"}),
+		autoscaleValue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricAutoscaleValue,
+			Help: "The value each autoscale check's query returned at the latest evaluation, per group and check.",
+		}, []string{"group", "check"}),
+		autoscaleNoData: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricAutoscaleNoData,
+			Help: "Autoscale evaluations whose check had no value (the query failed or matched nothing), per group and check.",
+		}, []string{"group", "check"}),
 	}
 	m.registry.MustRegister(
 		m.passDuration, m.passes, m.lastPass, m.instances, m.desired, m.braked, m.brakeEngaged,
 		m.replacements, m.providerErrors, m.providerRestarts, m.leader,
+		m.autoscaleEvaluations, m.autoscaleDesired, m.autoscaleRecommended, m.autoscaleValue, m.autoscaleNoData,
 		// The process's own CPU, memory and goroutines, which the bench
 		// and operators watch for an idle service.
 		collectors.NewGoCollector(),
@@ -121,6 +154,11 @@ func (m *metrics) removeGroup(name string) {
 	m.braked.DeletePartialMatch(l)
 	m.brakeEngaged.DeletePartialMatch(l)
 	m.replacements.DeletePartialMatch(l)
+	m.autoscaleEvaluations.DeletePartialMatch(l)
+	m.autoscaleDesired.DeletePartialMatch(l)
+	m.autoscaleRecommended.DeletePartialMatch(l)
+	m.autoscaleValue.DeletePartialMatch(l)
+	m.autoscaleNoData.DeletePartialMatch(l)
 }
 
 // removeProvider drops the series of a provider no longer in the stack.

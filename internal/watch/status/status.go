@@ -71,6 +71,9 @@ type Group struct {
 	LastPass                *time.Time `json:"last_pass"`
 	LastPassDurationSeconds float64    `json:"last_pass_duration_seconds"`
 	LastError               string     `json:"last_error"`
+	// Autoscale is set for a group with an autoscale block once its
+	// autoscaler has decided (the leader's; autoscale.go).
+	Autoscale *Autoscale `json:"autoscale,omitempty"`
 }
 
 // Group kinds.
@@ -399,6 +402,11 @@ func (g Group) clone() Group {
 	g.LastPass = clonePtr(g.LastPass)
 	g.Brake.Since = clonePtr(g.Brake.Since)
 	g.Brake.ReleaseAt = clonePtr(g.Brake.ReleaseAt)
+	if g.Autoscale != nil {
+		a := *g.Autoscale
+		a.Decisions = slices.Clone(a.Decisions)
+		g.Autoscale = &a
+	}
 	return g
 }
 
@@ -467,6 +475,7 @@ func (r *Recorder) SetGroup(rep GroupReport) {
 		view.Brake.ReleaseAt = &at
 	}
 	view.Brake.RateLimit = rep.BrakeRateLimit
+	view.Autoscale = e.view.Autoscale // the autoscaler's, not the pass's
 	e.view = view
 	// Metrics are set under the lock so that two reports of one group
 	// never interleave their series.
