@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -28,7 +30,14 @@ func TestConformance(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := simulatorConfig(bin)
 			// Each run gets its own store, so runs never see each other.
-			cfg.Env = append([]string{"INFRAKIT_SIMULATOR_DIR=" + t.TempDir()}, tc.env...)
+			dir := t.TempDir()
+			cfg.Env = append([]string{"INFRAKIT_SIMULATOR_DIR=" + dir}, tc.env...)
+			if err := os.MkdirAll(filepath.Join(dir, "metrics"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "metrics", "requests"), []byte("42.5\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			providertest.Run(t, cfg)
 		})
 	}
@@ -73,6 +82,9 @@ func simulatorConfig(bin string) providertest.Config {
 					{Properties: json.RawMessage(`[1]`)},
 				},
 			},
+		},
+		Metrics: map[string]providertest.MetricsCase{
+			"file": {Query: "requests", Empty: "never_written", Invalid: "no/such name"},
 		},
 	}
 }

@@ -1,6 +1,7 @@
 // Command infrakit-provider-simulator is the embedded default provider:
 // instances (compute, net, disk), load balancers (any name), NFS
-// authorizations (disk) and the "simulator" flavor, all kept as JSON files
+// authorizations (disk), metrics read from files (file) and the
+// "simulator" flavor, all kept as JSON files
 // under $INFRAKIT_SIMULATOR_DIR (default .infrakit/simulator in the working
 // directory). See README.md for the layout and the fault-injection knobs.
 //
@@ -15,6 +16,7 @@ import (
 
 	"github.com/infrakit/infrakit/plugins/simulator/sim"
 	"github.com/infrakit/infrakit/sdk/flavor"
+	"github.com/infrakit/infrakit/sdk/metrics"
 	"github.com/infrakit/infrakit/sdk/nfs"
 	"github.com/infrakit/infrakit/sdk/plugin"
 )
@@ -48,6 +50,7 @@ func main() {
 		Flavors:      map[string]flavor.Plugin{sim.FlavorType: s.Flavor()},
 		LoadBalancer: s.L4,
 		Authorizers:  map[string]nfs.Authorizer{sim.AuthorizerType: s.Authorizer(sim.AuthorizerType)},
+		Metrics:      map[string]metrics.Source{sim.MetricsType: s.Metrics()},
 		Logger:       logger,
 	})
 }
