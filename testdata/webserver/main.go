@@ -8,8 +8,14 @@
 //	WEBSERVER_FAIL=1       GET /health always answers 500
 //
 // GET / answers "instance <id> pid <pid> port <port>\n"; GET /health answers
-// "ok\n" (200) or "failing\n" (500). SIGTERM or SIGINT shut it down
-// gracefully: requests in flight finish (for up to 5 s), then it exits 0.
+// "ok\n" (200) or "failing\n" (500). GET /metrics serves, in Prometheus's
+// text format, the counter web_requests_total: every request the server has
+// answered except GET /metrics and GET /health, so scrapes and health
+// checks never count as load (an autoscale check reads the load as
+// sum(rate(web_requests_total[30s]))). It has no labels, so it is exported
+// as 0 from the start and a new member's rate is known at once. SIGTERM or
+// SIGINT shut it down gracefully: requests in flight finish (for up to
+// 5 s), then it exits 0.
 //
 // Build: go build -o bin/webserver ./testdata/webserver
 package main
@@ -26,6 +32,9 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
@@ -44,10 +53,25 @@ func run() error {
 	failFile := os.Getenv("WEBSERVER_FAIL_FILE")
 	failAlways := os.Getenv("WEBSERVER_FAIL") == "1"
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+	app := http.NewServeMux()
+	app.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "instance %s pid %d port %d\n", id, os.Getpid(), port)
 	})
+	// A registry of its own: the counter alone, none of the default
+	// registry's Go and process metrics.
+	reg := prometheus.NewRegistry()
+	requests := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "web_requests_total",
+		Help: "Requests answered, except GET /metrics and GET /health.",
+	})
+	reg.MustRegister(requests)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		app.ServeHTTP(w, r)
+		requests.Inc()
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		if failing(failFile, failAlways) {
 			http.Error(w, "failing", http.StatusInternalServerError)
