@@ -30,7 +30,7 @@ var (
 		"LC_",
 		// The settings of the shipped providers (plugins/*/: ConfigFromEnv).
 		"INFRAKIT_SIMULATOR_", "INFRAKIT_PROCESS_", "INFRAKIT_DOCKER_",
-		"INFRAKIT_HAPROXY_", "INFRAKIT_NFS_",
+		"INFRAKIT_HAPROXY_", "INFRAKIT_NFS_", "INFRAKIT_PROMETHEUS_",
 	}
 )
 

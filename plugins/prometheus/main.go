@@ -1,10 +1,3 @@
-//go:build infrakit_metrics_spi
-
-// The build constraint above waits for sdk/plugin's ServeConfig.Metrics and
-// ServeConfig.Configure (and sdk/providertest's metrics cases), which come
-// from another branch: drop it, and the one of conformance_test.go and
-// main_test.go, when that branch is merged.
-
 // Command infrakit-provider-prometheus serves two things around a
 // Prometheus server:
 //

@@ -1,5 +1,3 @@
-//go:build infrakit_metrics_spi
-
 package main_test
 
 import (
