@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -15,7 +16,7 @@ import (
 var (
 	groupSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "size"}, {Name: "logical_ids"}, {Name: "tags"}, {Name: "drain_delay"}},
-		Blocks:     []hcl.BlockHeaderSchema{{Type: "instance"}, {Type: "flavor"}, {Type: "update"}, {Type: "health"}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "instance"}, {Type: "flavor"}, {Type: "update"}, {Type: "health"}, {Type: blockAutoscale}},
 	}
 	instanceSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "provider", Required: true}, {Name: "type", Required: true}, {Name: "properties"}},
@@ -141,8 +142,10 @@ func (l *loader) decodeGroup(b *hcl.Block) *Group {
 	l.diags = append(l.diags, d...)
 
 	// A misspelled size is already reported as an unsupported argument;
-	// saying the group has no size as well would only repeat it.
-	l.decodeAllocation(g, b, content, !d.HasErrors())
+	// saying the group has no size as well would only repeat it. An
+	// autoscaled group may leave size out: it starts at min.
+	autoscale := content.Blocks.OfType(blockAutoscale)
+	l.decodeAllocation(g, b, content, !d.HasErrors() && len(autoscale) == 0)
 	if a := content.Attributes["tags"]; a != nil {
 		g.Tags = l.userTags(a)
 	}
@@ -169,6 +172,10 @@ func (l *loader) decodeGroup(b *hcl.Block) *Group {
 	}
 	if hb := l.single(b, "health", blocks["health"], ""); hb != nil {
 		l.decodeHealth(&g.Health, hb)
+	}
+	if ab := l.single(b, blockAutoscale, autoscale, ""); ab != nil {
+		a, ok := l.decodeAutoscale(ab, g.Name)
+		l.autoscaled(g, content, a, ok)
 	}
 	return g
 }
@@ -281,9 +288,13 @@ func (l *loader) single(parent *hcl.Block, typ string, blocks []*hcl.Block, miss
 		}
 		return nil
 	}
+	article := "A"
+	if strings.ContainsRune("aeiou", rune(parent.Type[0])) {
+		article = "An" // an autoscale block
+	}
 	for _, extra := range blocks[1:] {
 		l.errorf(extra.DefRange, "Duplicate "+typ+" block",
-			"A %s has at most one %s block; the first is at %s.", parent.Type, typ, rangeString(blocks[0].DefRange))
+			"%s %s has at most one %s block; the first is at %s.", article, parent.Type, typ, rangeString(blocks[0].DefRange))
 	}
 	return blocks[0]
 }

@@ -83,7 +83,7 @@ func (l *loader) decodeRule(b *hcl.Block) Rule {
 	routes := content.Blocks.OfType("route")
 	if len(routes) == 0 {
 		l.errorf(b.DefRange, "Missing route block",
-			"A rule needs at least one route block, like route { lb_port = 80, port = 8080 }.")
+			"A rule needs at least one route block setting lb_port and port, each on its own line (HCL allows only one argument in a one-line block).")
 	}
 	for _, rb := range routes {
 		rt, ok := l.decodeRoute(rb)

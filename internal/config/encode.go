@@ -131,7 +131,45 @@ func encodeGroup(b *hclwrite.Body, g *Group) error {
 			h.SetAttributeValue("max_replacements_per_hour", cty.NumberIntVal(int64(g.Health.MaxReplacementsPerHour)))
 		}
 	}
+	if g.Autoscale != nil {
+		encodeAutoscale(b.AppendNewBlock(blockAutoscale, nil).Body(), g.Autoscale)
+	}
 	return nil
+}
+
+// encodeAutoscale writes an autoscale block; the group's size is written
+// beside it, as the start size.
+func encodeAutoscale(b *hclwrite.Body, a *Autoscale) {
+	def := DefaultAutoscale()
+	b.SetAttributeValue("min", cty.NumberIntVal(int64(a.Min)))
+	b.SetAttributeValue("max", cty.NumberIntVal(int64(a.Max)))
+	if a.EvaluationInterval != def.EvaluationInterval {
+		b.SetAttributeValue("evaluation_interval", cty.StringVal(shortDuration(a.EvaluationInterval)))
+	}
+	if a.Cooldown != def.Cooldown {
+		b.SetAttributeValue("cooldown", cty.StringVal(shortDuration(a.Cooldown)))
+	}
+	for _, c := range a.Checks {
+		cb := b.AppendNewBlock("check", []string{c.Name}).Body()
+		cb.SetAttributeRaw("source", providerTokens(c.Source))
+		cb.SetAttributeValue("query", cty.StringVal(c.Query))
+		cb.SetAttributeValue("target_per_instance", cty.NumberFloatVal(c.TargetPerInstance))
+	}
+	for _, p := range []struct {
+		name      string
+		got, want ScalePolicy
+	}{{"scale_down", a.ScaleDown, def.ScaleDown}, {"scale_up", a.ScaleUp, def.ScaleUp}} {
+		if p.got == p.want {
+			continue
+		}
+		pb := b.AppendNewBlock(p.name, nil).Body()
+		if p.got.Stabilization != p.want.Stabilization {
+			pb.SetAttributeValue("stabilization", cty.StringVal(shortDuration(p.got.Stabilization)))
+		}
+		if p.got.MaxStep != p.want.MaxStep {
+			pb.SetAttributeValue("max_step", cty.NumberIntVal(int64(p.got.MaxStep)))
+		}
+	}
 }
 
 func encodePlugin(b *hclwrite.Body, p Plugin) error {

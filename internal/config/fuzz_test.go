@@ -20,8 +20,8 @@ import (
 // size, and a stack that loads is one CheckStored accepts once stored and
 // one MarshalHCL writes back into the same model.
 func FuzzLoad(f *testing.F) {
-	for _, pattern := range []string{"e2e/*.hcl", "pets/*.hcl", "real/*.hcl", "invalid/*.hcl"} {
-		files, err := filepath.Glob(filepath.Join("..", "..", "testdata", pattern))
+	for _, pattern := range []string{"../../testdata/e2e/*.hcl", "../../testdata/pets/*.hcl", "../../testdata/real/*.hcl", "../../testdata/invalid/*.hcl", "testdata/autoscale/*.hcl"} {
+		files, err := filepath.Glob(filepath.FromSlash(pattern))
 		if err != nil || len(files) == 0 {
 			f.Fatalf("no seeds in %s (%v)", pattern, err)
 		}

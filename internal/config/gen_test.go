@@ -143,6 +143,10 @@ func genStack() *rapid.Generator[*config.Stack] {
 					MaxReplacementsPerHour: rapid.IntRange(0, 10).Draw(t, "mr"),
 				}
 			}
+			if g.Size != nil && rapid.Bool().Draw(t, "autoscale") {
+				g.Autoscale = genAutoscale(provider).Draw(t, "autoscale")
+				g.Size = intPtr(rapid.IntRange(g.Autoscale.Min, g.Autoscale.Max).Draw(t, "start"))
+			}
 			st.Groups = append(st.Groups, g)
 		}
 
@@ -251,4 +255,35 @@ func validIdent(s string) bool {
 		}
 	}
 	return true
+}
+
+// genAutoscale is an autoscale block whose checks query providers drawn
+// from provider.
+func genAutoscale(provider *rapid.Generator[string]) *rapid.Generator[*config.Autoscale] {
+	return rapid.Custom(func(t *rapid.T) *config.Autoscale {
+		a := config.DefaultAutoscale()
+		a.Min = rapid.IntRange(0, 20).Draw(t, "min")
+		a.Max = rapid.IntRange(max(a.Min, 1), 100).Draw(t, "max")
+		if rapid.Bool().Draw(t, "intervals") {
+			a.EvaluationInterval = genDuration(time.Second).Draw(t, "evaluation_interval")
+			a.Cooldown = genDuration(0).Draw(t, "cooldown")
+		}
+		for _, name := range rapid.SliceOfNDistinct(genIdent(), 1, 3, rapid.ID[string]).Draw(t, "checks") {
+			a.Checks = append(a.Checks, config.Check{
+				Name:              name,
+				Source:            provider.Draw(t, "source"),
+				Query:             genText().Filter(func(s string) bool { return s != "" }).Draw(t, "query"),
+				TargetPerInstance: rapid.SampledFrom([]float64{0.25, 1, 12.5, 50, 1e6, 1e-9}).Draw(t, "target"),
+			})
+		}
+		policy := func(name string, p *config.ScalePolicy) {
+			if rapid.Bool().Draw(t, name) {
+				p.Stabilization = genDuration(0).Draw(t, name+" stabilization")
+				p.MaxStep = rapid.IntRange(0, 10).Draw(t, name+" max_step")
+			}
+		}
+		policy("scale_down", &a.ScaleDown)
+		policy("scale_up", &a.ScaleUp)
+		return &a
+	})
 }

@@ -137,7 +137,7 @@ func (g *Graph) TopologicalOrder() ([]Node, error) {
 }
 
 // Graph builds the stack's dependency graph: groups depend on the providers
-// of their instance and flavors, load balancers on their provider, ingresses
+// of their instance and flavors and those their autoscale checks query, load balancers on their provider, ingresses
 // on their load balancers and groups, enrollments on their source group and
 // target provider.
 func (s *Stack) Graph() *Graph {
@@ -156,6 +156,9 @@ func (s *Stack) Graph() *Graph {
 			if f.Provider != "" {
 				g.AddEdge(n, provider(f.Provider))
 			}
+		}
+		for _, key := range grp.Autoscale.Sources() {
+			g.AddEdge(n, provider(key))
 		}
 	}
 	for _, lb := range s.LoadBalancers {

@@ -71,6 +71,13 @@ func clearSource(st *config.Stack) *config.Stack {
 		for i := range g.Flavors {
 			clearPlugin(&g.Flavors[i])
 		}
+		if a := g.Autoscale; a != nil {
+			a.DeclRange, a.MinRange, a.MaxRange = hcl.Range{}, hcl.Range{}, hcl.Range{}
+			for i := range a.Checks {
+				c := &a.Checks[i]
+				c.DeclRange, c.SourceRange, c.QueryRange, c.TargetRange = hcl.Range{}, hcl.Range{}, hcl.Range{}, hcl.Range{}
+			}
+		}
 	}
 	for _, lb := range st.LoadBalancers {
 		lb.DeclRange, lb.ProviderRange = hcl.Range{}, hcl.Range{}

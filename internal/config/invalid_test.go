@@ -68,6 +68,14 @@ func TestInvalidStacks(t *testing.T) {
 		{"shared_loadbalancer.hcl", "shared_loadbalancer.hcl:25:20", "Load balancer shared by ingresses", "shared_loadbalancer.hcl:15:20", 0},
 		{"reserved_tag.hcl", "reserved_tag.hcl:6:26", "Reserved tag", `"infrakit.group" cannot be set here`, 0},
 		{"certificate_without_tls.hcl", "certificate_without_tls.hcl:20:21", "Certificate without TLS", "https or ssl", 0},
+		{"autoscale_min_above_max.hcl", "autoscale_min_above_max.hcl:13:11", "Invalid autoscale bounds", "min (5) must be at most max (3, set at", 0},
+		{"autoscale_size_outside_bounds.hcl", "autoscale_size_outside_bounds.hcl:6:10", "Size outside autoscale bounds", "between min = 2 and max = 12", 0},
+		{"autoscale_pets.hcl", "autoscale_pets.hcl:12:3", "Autoscale on pets", "Write size = N instead of logical_ids", 0},
+		{"autoscale_missing_check.hcl", "autoscale_missing_check.hcl:12:3", "Missing check block", "at least one check block", 0},
+		{"autoscale_zero_target.hcl", "autoscale_zero_target.hcl:18:29", "Invalid value", `"target_per_instance" must be a finite number greater than 0; got 0`, 0},
+		{"autoscale_undeclared_source.hcl", "autoscale_undeclared_source.hcl:16:29", "Reference to undeclared provider", "Did you mean prometheus?", 0},
+		{"autoscale_duplicate_check.hcl", "autoscale_duplicate_check.hcl:20:11", "Duplicate check", "autoscale_duplicate_check.hcl:15:5", 0},
+		{"autoscale_bad_duration.hcl", "autoscale_bad_duration.hcl:15:27", "Invalid duration", `"10 seconds" is not one`, 0},
 	}
 
 	covered := map[string]bool{}

@@ -125,7 +125,9 @@ func (p *Provider) Key() string {
 // Group is a group block: cattle (Size) or pets (LogicalIDs).
 type Group struct {
 	Name string `json:"name"`
-	// Size is nil for pets. size = 0 is legal.
+	// Size is nil for pets. size = 0 is legal. For an autoscaled group it
+	// is the start size, within the autoscale bounds; the loader sets it to
+	// min when the group leaves size out, so cattle always have one.
 	Size *int `json:"size,omitempty"`
 	// LogicalIDs is non-empty for pets and nil for cattle.
 	LogicalIDs []string          `json:"logical_ids,omitempty"`
@@ -140,7 +142,8 @@ type Group struct {
 	// destroyed, so that requests in flight finish.
 	DrainDelay Duration `json:"drain_delay"`
 	// Autoscale is the group's autoscale block; nil when the group is
-	// sized by hand. When set, Size is the start size.
+	// sized by hand. When set, the group is cattle and Size is the start
+	// size.
 	Autoscale *Autoscale `json:"autoscale,omitempty"`
 
 	DeclRange hcl.Range `json:"-"`

@@ -152,6 +152,50 @@ func (c *storedCheck) group(g *Group) {
 	c.add(where+" health", durationAtLeast("grace", h.Grace, 0))
 	c.add(where+" health", atLeast("max_replacements_per_hour", h.MaxReplacementsPerHour, 0))
 	c.add(where, durationAtLeast("drain_delay", g.DrainDelay, 0))
+	c.autoscale(where, g)
+}
+
+// autoscale checks a group's autoscale block: cattle only, bounds the
+// loader would accept, the size within them, and checks that can be
+// evaluated. Unlike other settings a zero evaluation_interval is refused:
+// it would query the source in a busy loop.
+func (c *storedCheck) autoscale(where string, g *Group) {
+	a := g.Autoscale
+	if a == nil {
+		return
+	}
+	where += " autoscale"
+	if g.Size == nil {
+		c.add(where, errors.New("only cattle autoscale, and the group has no size"))
+	}
+	bounds := checkAutoscaleBounds(c.st, g.Name, a)
+	c.add(where, bounds)
+	if bounds == nil && g.Size != nil {
+		c.add("", CheckAutoscaleSize(a, g.Name, *g.Size))
+	}
+	c.add(where, durationAtLeast("evaluation_interval", a.EvaluationInterval, MinEvaluationInterval))
+	c.add(where, durationAtLeast("cooldown", a.Cooldown, 0))
+	for _, p := range []struct {
+		name string
+		ScalePolicy
+	}{{"scale_down", a.ScaleDown}, {"scale_up", a.ScaleUp}} {
+		c.add(where+" "+p.name, durationAtLeast("stabilization", p.Stabilization, 0))
+		c.add(where+" "+p.name, atLeast("max_step", p.MaxStep, 0))
+	}
+	if len(a.Checks) == 0 {
+		c.add(where, errors.New("has no check"))
+	}
+	seen := map[string]bool{}
+	for _, ch := range a.Checks {
+		cw := fmt.Sprintf("%s check %s", where, quoteName(ch.Name))
+		c.add(cw, checkReferenceableName("check", ch.Name))
+		c.unique(cw, seen, ch.Name)
+		if ch.Source == "" {
+			c.add(cw, errors.New("names no source"))
+		}
+		c.add(cw, checkQuery(ch.Query))
+		c.add(cw, checkTarget(ch.TargetPerInstance))
+	}
 }
 
 // checkLogicalIDs is the rule for a group's logical IDs: none empty, none twice.

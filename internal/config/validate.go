@@ -30,7 +30,9 @@ type Validator interface {
 
 // ValidateWithProviders checks a loaded stack against what its providers
 // serve: each instance type, flavor type, load balancer name and authorizer
-// type must be listed in the provider's Metadata; properties must fit the
+// type must be listed in the provider's Metadata, and each autoscale
+// check's source must serve metrics (of any type: a check names none, the
+// provider reads the query in its own language); properties must fit the
 // type's schema (no unknown attribute unless the schema is open, every
 // required one present, values of the declared type); then the provider's
 // own Validate runs. Problems are reported at the attribute they are about:
@@ -102,6 +104,11 @@ func (pv *providerValidation) group(g *Group) {
 			}
 		}
 	}
+	pv.flavors(g)
+	pv.autoscale(g)
+}
+
+func (pv *providerValidation) flavors(g *Group) {
 	for i := range g.Flavors {
 		f := &g.Flavors[i]
 		md, ok := pv.metadata(f.Provider)
@@ -117,6 +124,25 @@ func (pv *providerValidation) group(g *Group) {
 			err := pv.v.ValidateFlavor(pv.ctx, f.Provider, f.Type, f.Properties, g.Allocation())
 			pv.providerError(err, f.PropertiesExpr, f.fallback(), what)
 		}
+	}
+}
+
+// autoscale checks that the source of each autoscale check serves metrics.
+func (pv *providerValidation) autoscale(g *Group) {
+	if g.Autoscale == nil {
+		return
+	}
+	for _, c := range g.Autoscale.Checks {
+		md, ok := pv.metadata(c.Source)
+		if !ok || len(md.Types(provider.KindMetrics)) > 0 {
+			continue
+		}
+		subject := c.SourceRange
+		if subject.Filename == "" {
+			subject = c.DeclRange
+		}
+		pv.errorf(subject, "Not a metrics provider",
+			"Provider %q serves no metrics, so check %q cannot query it; source must name a provider that serves metrics, like prometheus.", c.Source, c.Name)
 	}
 }
 

@@ -286,7 +286,11 @@ func (g groups) commitVerb(op controller.Operation, spec controller.Spec) (func(
 		if doc.Stack == nil {
 			return verb{}, fmt.Errorf("group %q: no stack is stored: apply one first", cfg.Name)
 		}
-		for _, key := range append([]string{cfg.Instance.Provider}, flavorProviders(&cfg)...) {
+		keys := append([]string{cfg.Instance.Provider}, flavorProviders(&cfg)...)
+		if cfg.Autoscale != nil {
+			keys = append(keys, cfg.Autoscale.Sources()...)
+		}
+		for _, key := range keys {
 			if doc.Stack.Provider(key) == nil {
 				return verb{}, fmt.Errorf("group %q: provider %q is not declared in the stored stack", cfg.Name, key)
 			}

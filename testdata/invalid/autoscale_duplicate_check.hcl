@@ -1,0 +1,26 @@
+# The checks of an autoscale block have unique names.
+stack "s" {}
+provider "sim" {}
+provider "prometheus" {}
+group "web" {
+  size = 2
+  instance {
+    provider = sim
+    type     = "vm"
+  }
+  flavor { provider = sim }
+  autoscale {
+    min = 2
+    max = 12
+    check "rps" {
+      source              = prometheus
+      query               = "sum(rate(web_requests_total[30s]))"
+      target_per_instance = 50
+    }
+    check "rps" {
+      source              = prometheus
+      query               = "sum(rate(web_requests_total[30s]))"
+      target_per_instance = 10
+    }
+  }
+}

@@ -1,0 +1,21 @@
+# Only cattle autoscale.
+stack "s" {}
+provider "sim" {}
+provider "prometheus" {}
+group "web" {
+  logical_ids = ["a", "b"]
+  instance {
+    provider = sim
+    type     = "vm"
+  }
+  flavor { provider = sim }
+  autoscale {
+    min = 2
+    max = 12
+    check "rps" {
+      source              = prometheus
+      query               = "sum(rate(web_requests_total[30s]))"
+      target_per_instance = 50
+    }
+  }
+}

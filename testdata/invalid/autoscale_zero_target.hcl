@@ -1,0 +1,21 @@
+# target_per_instance divides the metric: it is above 0.
+stack "s" {}
+provider "sim" {}
+provider "prometheus" {}
+group "web" {
+  size = 2
+  instance {
+    provider = sim
+    type     = "vm"
+  }
+  flavor { provider = sim }
+  autoscale {
+    min = 2
+    max = 12
+    check "rps" {
+      source              = prometheus
+      query               = "sum(rate(web_requests_total[30s]))"
+      target_per_instance = 0
+    }
+  }
+}
