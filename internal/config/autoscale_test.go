@@ -152,7 +152,7 @@ func TestAutoscaleDecodes(t *testing.T) {
 		st := mustLoadString(t, autoscaleGroup("", bounds+validCheck))
 		g := st.Group("web")
 		want := config.DefaultAutoscale()
-		want.Min, want.Max = 2, 12
+		want.Min, want.Max, want.StartSize = 2, 12, 2
 		want.Checks = []config.Check{{Name: "rps", Source: "prom", Query: `sum(rate(web_requests_total{infrakit_group="web"}[30s]))`, TargetPerInstance: 50}}
 		clearSource(st)
 		if g.Size == nil || *g.Size != 2 {

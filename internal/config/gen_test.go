@@ -146,6 +146,7 @@ func genStack() *rapid.Generator[*config.Stack] {
 			if g.Size != nil && rapid.Bool().Draw(t, "autoscale") {
 				g.Autoscale = genAutoscale(provider).Draw(t, "autoscale")
 				g.Size = intPtr(rapid.IntRange(g.Autoscale.Min, g.Autoscale.Max).Draw(t, "start"))
+				g.Autoscale.StartSize = *g.Size
 			}
 			st.Groups = append(st.Groups, g)
 		}
