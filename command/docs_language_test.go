@@ -93,3 +93,31 @@ func exampleContext(t *testing.T, src string) string {
 	}
 	return ctx.String()
 }
+
+// TestAutoscalingDocExample loads the whole stack website/autoscaling.md
+// shows, so the page cannot show a block the loader refuses.
+func TestAutoscalingDocExample(t *testing.T) {
+	data, err := os.ReadFile("../website/autoscaling.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stacks int
+	for _, m := range hclFence.FindAllStringSubmatch(string(data), -1) {
+		if !strings.HasPrefix(m[1], "stack ") {
+			continue
+		}
+		stacks++
+		st, diags := config.LoadSources(map[string][]byte{"example.hcl": []byte(m[1])})
+		if diags.HasErrors() {
+			var b strings.Builder
+			_ = config.WriteDiagnostics(&b, st.Files, diags, false)
+			t.Fatalf("the example does not load:\n%s", b.String())
+		}
+		if g := st.Group("web"); g == nil || g.Autoscale == nil || len(g.Autoscale.Checks) != 1 {
+			t.Errorf("the example's group web has no autoscale block with one check")
+		}
+	}
+	if stacks == 0 {
+		t.Fatal("website/autoscaling.md shows no whole stack")
+	}
+}
