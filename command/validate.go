@@ -63,6 +63,11 @@ func (c *ValidateCommand) validate(files []string) (*config.Stack, hcl.Diagnosti
 	defer host.Close()
 	stop := host.CloseWhenDone(c.Context())
 	defer stop()
+	// Each provider is configured with its block as it is launched, so a
+	// block the provider refuses fails validate as it would fail plan.
+	for _, p := range stack.Providers {
+		host.SetConfig(p.Key(), p.Config)
+	}
 	return stack, append(diags, config.ValidateWithProviders(c.Context(), stack, hostValidator{host: host})...)
 }
 

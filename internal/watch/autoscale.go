@@ -154,8 +154,12 @@ func (s *service) scaledDone(ctx, passCtx context.Context, r scaleResult) {
 	if r.decided && r.term == s.term && sc.epoch == s.epoch {
 		sc.hist = r.decision.History
 		a := g.spec.cfg.Autoscale
-		s.rec.Autoscaled(r.name, status.AutoscalePolicy{Min: a.Min, Max: a.Max, EvaluationInterval: evaluationInterval(a)}, r.decision)
-		s.log.Info("autoscale: "+status.DecisionAction(r.decision), "group", r.name,
+		news := s.rec.Autoscaled(r.name, status.AutoscalePolicy{Min: a.Min, Max: a.Max, EvaluationInterval: evaluationInterval(a)}, r.decision)
+		logf := s.log.Debug // a decision that repeats the last one is logged at debug
+		if news {
+			logf = s.log.Info
+		}
+		logf("autoscale: "+status.DecisionAction(r.decision), "group", r.name,
 			"current", r.decision.Current, "desired", r.decision.Desired, "reason", r.decision.Reason)
 		if r.doc != nil {
 			sc.size = r.decision.Desired

@@ -55,8 +55,9 @@ func DecisionAction(d autoscale.Decision) string {
 // status (the latest KeepDecisions), in the metrics, and as an event when
 // it changes the size or differs from the one before (a decision that
 // repeats the last one is not repeated in the event ring, which it would
-// otherwise fill every evaluation interval).
-func (r *Recorder) Autoscaled(group string, p AutoscalePolicy, d autoscale.Decision) {
+// otherwise fill every evaluation interval). It reports whether it
+// recorded an event.
+func (r *Recorder) Autoscaled(group string, p AutoscalePolicy, d autoscale.Decision) bool {
 	action := DecisionAction(d)
 	r.mu.Lock()
 	e, ok := r.groups[group]
@@ -83,11 +84,12 @@ func (r *Recorder) Autoscaled(group string, p AutoscalePolicy, d autoscale.Decis
 	r.mu.Unlock()
 
 	if repeated {
-		return
+		return false
 	}
 	dc := d
 	r.events.add(Event{Time: d.At.UTC(), Kind: EventAutoscale, Group: group, Reason: action,
 		Message: autoscaleMessage(d), Autoscale: &dc})
+	return true
 }
 
 // sameDecision reports whether two decisions say the same thing (their
