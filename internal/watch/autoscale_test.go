@@ -39,23 +39,28 @@ const autoscaleBlock = `autoscale {
 // setLoad writes the simulator metric the check reads; "" removes it (no data).
 func (w *workdir) setLoad(v string) {
 	w.t.Helper()
-	dir := filepath.Join(w.dir, ".infrakit", "simulator", "metrics")
+	writeLoad(w.t, filepath.Join(w.dir, ".infrakit", "simulator", "metrics"), v)
+}
+
+// writeLoad writes metric "load" into a simulator's metrics directory.
+func writeLoad(t *testing.T, dir, v string) {
+	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "load")
 	if v == "" {
 		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-			w.t.Fatal(err)
+			t.Fatal(err)
 		}
 		return
 	}
 	// A rename, so the provider never reads half a value.
 	if err := os.WriteFile(path+".tmp", []byte(v), 0o644); err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := os.Rename(path+".tmp", path); err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
 }
 
@@ -138,4 +143,43 @@ func TestAutoscale(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+}
+
+// With several watch processes on etcd only the leader evaluates: the
+// followers' status never shows a decision. A new leader takes the
+// autoscaling over from the size the state holds.
+func TestHAAutoscaleLeaderOnly(t *testing.T) {
+	ep := etcdEndpoint(t)
+	c := newHACluster(t, 2, 2, "vanilla", autoscaleBlock, func(int) string { return ep })
+	c.dirs[0].apply()
+	setLoadIn(t, c.simDir, "40") // wants 4
+	for i := range c.ws {
+		c.start(i, time.Second)
+	}
+	first := c.leader("one leader of two")
+	testwait.For(t, 30*time.Second, "the leader to grow the group to 4", func() bool { return len(c.instances()) == 4 })
+	follower := 1 - first
+	if a := c.ws[follower].group().Autoscale; a != nil {
+		t.Fatalf("the follower decided: %+v", a)
+	}
+	if a := c.ws[first].group().Autoscale; a == nil || len(a.Decisions) == 0 {
+		t.Fatal("the leader's status shows no decision")
+	}
+
+	c.stopWatch(first)
+	if next := c.leader("the follower leads"); next != follower {
+		t.Fatalf("watch %d leads, want %d", next, follower)
+	}
+	setLoadIn(t, c.simDir, "0")
+	testwait.For(t, 30*time.Second, "the new leader to shrink the group to min 2", func() bool { return len(c.instances()) == 2 })
+	a := c.ws[follower].group().Autoscale
+	if a == nil || len(a.Decisions) == 0 || a.Decisions[0].Current != 4 {
+		t.Fatalf("the new leader's decisions: %+v; want them to start from the stored size 4", a)
+	}
+}
+
+// setLoadIn writes the simulator metric "load" of the store at simDir.
+func setLoadIn(t *testing.T, simDir, v string) {
+	t.Helper()
+	writeLoad(t, filepath.Join(simDir, "metrics"), v)
 }
