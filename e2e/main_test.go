@@ -64,6 +64,7 @@ func buildBinaries(dir string) error {
 		"infrakit-provider-haproxy":     "github.com/infrakit/infrakit/plugins/haproxy",
 		"infrakit-provider-nfsexports":  "github.com/infrakit/infrakit/plugins/nfsexports",
 		"infrakit-provider-docker":      "github.com/infrakit/infrakit/plugins/docker",
+		"infrakit-provider-prometheus":  "github.com/infrakit/infrakit/plugins/prometheus",
 		// The HTTP server the process instances of testdata/real run.
 		"webserver": "github.com/infrakit/infrakit/testdata/webserver",
 	}
