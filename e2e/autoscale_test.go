@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -138,6 +140,7 @@ func TestAutoscalePrometheus(t *testing.T) {
 
 	s.asCheckDecisions(ds.all())
 	s.asCheckEvents(p)
+	s.asCheckMetrics(p)
 	s.asCheckDescribe(ds)
 }
 
@@ -249,6 +252,32 @@ func (s *asStack) asCheckEvents(p *watchProc) {
 	}
 	if seen["scale-up"] < 1 || seen["scale-down"] != 2 || seen["hold"] < 1 {
 		s.t.Errorf("autoscale events by reason: %v; want scale-ups, 2 scale-downs and holds", seen)
+	}
+}
+
+// asCheckMetrics checks watch's /metrics: the size the last decision kept,
+// the two scale-downs, the failed queries.
+func (s *asStack) asCheckMetrics(p *watchProc) {
+	s.t.Helper()
+	resp, err := p.request(http.DefaultClient, "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^infrakit_autoscale_desired_size\{group="web"\} 2$`),
+		regexp.MustCompile(`(?m)^infrakit_autoscale_evaluations_total\{action="scale-down",group="web"\} 2$`),
+		regexp.MustCompile(`(?m)^infrakit_autoscale_evaluations_total\{action="scale-up",group="web"\} [1-9]`),
+		regexp.MustCompile(`(?m)^infrakit_autoscale_no_data_total\{check="rps",group="web"\} [1-9]`),
+		regexp.MustCompile(`(?m)^infrakit_autoscale_metric_value\{check="rps",group="web"\} [0-9]`),
+	} {
+		if !want.Match(b) {
+			s.t.Errorf("watch's /metrics has no line matching %s", want)
+		}
 	}
 }
 
