@@ -127,6 +127,13 @@ type measurement struct {
 // test unless the exit code is wantCode.
 func timeInfrakit(t *testing.T, bin, dir string, wantCode int, args ...string) measurement {
 	t.Helper()
+	return runInfrakit(t, bin, dir, wantCode, nil, args...)
+}
+
+// runInfrakit is timeInfrakit calling started (when not nil) with the
+// process ID once infrakit runs.
+func runInfrakit(t *testing.T, bin, dir string, wantCode int, started func(pid int), args ...string) measurement {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "infrakit"), args...)
@@ -135,7 +142,13 @@ func timeInfrakit(t *testing.T, bin, dir string, wantCode int, args ...string) m
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		if started != nil {
+			started(cmd.Process.Pid)
+		}
+		err = cmd.Wait()
+	}
 	wall := time.Since(start)
 	code := 0
 	var exit *exec.ExitError

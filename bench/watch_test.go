@@ -68,10 +68,11 @@ func startWatch(t *testing.T, bin, dir string) *benchWatch {
 		w.token = strings.TrimSpace(string(token))
 	}
 	go func() { _, _ = bufio.NewReader(stdout).WriteTo(discard{}) }() // drain until exit
-	deadline := time.Now().Add(2 * time.Minute)
+	// Generous: the first pass over 100,000 instances on a busy machine.
+	deadline := time.Now().Add(10 * time.Minute)
 	for w.passes(t) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no pass within 2 minutes:\n%s", w.stderr)
+			t.Fatalf("no pass within 10 minutes:\n%s", w.stderr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -214,9 +215,18 @@ func idle(t *testing.T, pid int, window time.Duration) usage {
 // children lists the processes whose parent is pid.
 func children(t *testing.T, pid int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	out, err := childrenOf(pid)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
 	}
 	var out []int
 	for _, e := range entries {
@@ -228,7 +238,7 @@ func children(t *testing.T, pid int) []int {
 			out = append(out, p)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // statFields are the fields of /proc/<pid>/stat after the command name
