@@ -264,8 +264,18 @@ func cpuTicks(pid int) (int64, string) {
 	}
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return ut + st, strings.TrimSpace(string(name))
+	return ut + st, procName(pid)
+}
+
+// procName is the base name of pid's program (comm would cut
+// infrakit-provider-simulator at 15 bytes), else its comm.
+func procName(pid int) string {
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); args[0] != "" {
+		return filepath.Base(args[0])
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(comm))
 }
 
 func rssOf(pid int) int64 {
