@@ -116,36 +116,52 @@ type soakSample struct {
 	threads    int     // their threads
 	rss        int64   // their RSS, summed
 	cpuTicks   int64   // their utime+stime so far
+	heap       float64 // watch's go_memstats_heap_inuse_bytes
+	byProcess  string  // each one's RSS
 }
 
 // soak runs watch over dir for INFRAKIT_BENCH_SOAK and compares what it
-// holds at the start and the end.
+// holds at the start and the end; RSS and watch's Go heap are also sampled
+// ten times in between, so a GC cycle's sawtooth can be told from growth.
 func soak(t *testing.T, bin, dir string, n int) {
 	d := envDuration(t, "INFRAKIT_BENCH_SOAK", 5*time.Minute)
 	w := startWatch(t, bin, dir)
 	defer w.stop()
 	time.Sleep(envDuration(t, "INFRAKIT_BENCH_SETTLE", 20*time.Second))
-	startAt, start := time.Now(), sampleWatch(t, w)
-	time.Sleep(d)
-	end := sampleWatch(t, w)
+	startAt := time.Now()
+	samples := []soakSample{sampleWatch(t, w)}
+	for i := range 10 {
+		time.Sleep(time.Until(startAt.Add(d * time.Duration(i+1) / 10)))
+		samples = append(samples, sampleWatch(t, w))
+	}
+	start, end := samples[0], samples[len(samples)-1]
 	elapsed := time.Since(startAt)
 	cpu := 100 * float64(end.cpuTicks-start.cpuTicks) / userHZ / elapsed.Seconds()
-	out := fmt.Sprintf("watch idle over %d instances for %s (load %.2f): goroutines %.0f → %.0f, FDs %d → %d, threads %d → %d, RSS %s → %s, CPU %.2f%% of a core\n",
-		n, d, loadAverage(), start.goroutines, end.goroutines, start.fds, end.fds, start.threads, end.threads, mib(start.rss), mib(end.rss), cpu)
+	var rssSeries, heapSeries []string
+	for _, s := range samples {
+		rssSeries = append(rssSeries, fmt.Sprintf("%.0f", float64(s.rss)/(1<<20)))
+		heapSeries = append(heapSeries, fmt.Sprintf("%.0f", s.heap/(1<<20)))
+	}
+	series := fmt.Sprintf("RSS of watch + providers (MiB) every %s: %s; watch's Go heap in use (MiB): %s; at the end: %s",
+		d/10, strings.Join(rssSeries, " "), strings.Join(heapSeries, " "), end.byProcess)
+	out := fmt.Sprintf("watch idle over %d instances for %s (load %.2f): goroutines %.0f → %.0f, FDs %d → %d, threads %d → %d, RSS %s → %s, CPU %.2f%% of a core\n%s\n",
+		n, d, loadAverage(), start.goroutines, end.goroutines, start.fds, end.fds, start.threads, end.threads, mib(start.rss), mib(end.rss), cpu, series)
 	t.Log("\n" + out)
 	fmt.Print(out)
 	one := func(v float64) []float64 { return []float64{v} }
 	record(t, "soak_goroutines_growth", one(end.goroutines-start.goroutines), fmt.Sprintf("%.0f → %.0f over %s", start.goroutines, end.goroutines, d))
 	record(t, "soak_fds_growth", one(float64(end.fds-start.fds)), fmt.Sprintf("%d → %d (threads %d → %d)", start.fds, end.fds, start.threads, end.threads))
-	record(t, "soak_rss_growth", one(float64(end.rss-start.rss)/(1<<20)), fmt.Sprintf("%s → %s", mib(start.rss), mib(end.rss)))
+	record(t, "soak_rss_growth", one(float64(end.rss-start.rss)/(1<<20)), fmt.Sprintf("%s → %s; %s", mib(start.rss), mib(end.rss), series))
 	record(t, "soak_rss_end", one(float64(end.rss)/(1<<20)), fmt.Sprintf("idle CPU over the soak %.2f%% of a core", cpu))
 }
 
 // sampleWatch reads what w and its providers hold now.
 func sampleWatch(t *testing.T, w *benchWatch) soakSample {
 	t.Helper()
-	s := soakSample{goroutines: w.metric(t, "go_goroutines")}
+	s := soakSample{goroutines: w.metric(t, "go_goroutines"), heap: w.metric(t, "go_memstats_heap_inuse_bytes")}
+	var each []string
 	for _, pid := range append([]int{w.pid}, children(t, w.pid)...) {
+		each = append(each, fmt.Sprintf("%s %s", procName(pid), mib(rssOf(pid))))
 		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		ticks, _ := cpuTicks(pid)
@@ -154,6 +170,7 @@ func sampleWatch(t *testing.T, w *benchWatch) soakSample {
 		s.rss += rssOf(pid)
 		s.cpuTicks += ticks
 	}
+	s.byProcess = strings.Join(each, ", ")
 	return s
 }
 
