@@ -142,7 +142,7 @@ func healStack(t *testing.T, name string, w *benchWatch, dir string, n int, reco
 		settled(t, w, p, n)
 		h := healOnce(t, w, p, events)
 		lat = append(lat, h.total.Seconds())
-		created, onLB, authorized = append(created, h.created.Seconds()), append(onLB, h.onLB.Seconds()), append(authorized, h.authorized.Seconds())
+		created, onLB, authorized = append(created, h.created3.Seconds()), append(onLB, h.onLB.Seconds()), append(authorized, h.authorized3.Seconds())
 	}
 	p50, p99 := figures.Percentile(lat, 50), figures.Percentile(lat, 99)
 	parts := fmt.Sprintf("p50 of the parts: replacements created %s, on lb3 %s, authorized %s",
@@ -217,57 +217,79 @@ func healOnce(t *testing.T, w *benchWatch, p simPaths, events *dirEvents) heal {
 			t.Fatal(err)
 		}
 	}
-	created, authorized, inLB := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	var h heal
+	hp := healProgress{paths: p, before: before, created: map[string]bool{}, authorized: map[string]bool{}, inLB: map[string]bool{}}
 	for time.Since(start) < time.Minute {
 		evs, err := events.next(100 * time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range evs {
-			switch e.dir {
-			case p.compute:
-				if strings.HasSuffix(e.name, ".json") && !before[e.name] {
-					created[strings.TrimSuffix(e.name, ".json")] = true
-				}
-			case p.auths:
-				if src := authSource(e.path()); src != "" {
-					authorized[src] = true
-				}
-			case p.lbs:
-				if e.name == "lb3.json" {
-					if backends, err := lbBackends(p.lb3); err == nil {
-						inLB = backends
-					}
-				}
-			}
+			hp.observe(e)
 		}
-		if len(evs) == 0 {
-			continue
-		}
-		at := evs[len(evs)-1].at.Sub(start)
-		if h.created == 0 && len(created) >= 3 {
-			h.created = at
-		}
-		if h.onLB == 0 && len(created) >= 3 && all(created, inLB) {
-			h.onLB = at
-		}
-		if h.authorized == 0 && len(created) >= 3 && all(created, authorized) {
-			h.authorized = at
-		}
-		if h.created > 0 && h.onLB > 0 && h.authorized > 0 {
-			h.total = max(h.onLB, h.authorized)
-			return h
+		if len(evs) > 0 && hp.done(evs[len(evs)-1].at.Sub(start)) {
+			return hp.heal
 		}
 	}
 	t.Fatalf("3 instances removed a minute ago: %d replacements created, %d authorized, lb3 lists %d backends:\n%s",
-		len(created), len(authorized), len(inLB), tail(w.stderr.String(), 4000))
-	return h
+		len(hp.created), len(hp.authorized), len(hp.inLB), tail(w.stderr.String(), 4000))
+	return hp.heal
+}
+
+// healProgress is what the events since the removal showed of one heal.
+type healProgress struct {
+	paths  simPaths
+	before map[string]bool // the instance files before the removal
+	// created are the new instances; authorized the sources of new
+	// authorizations; inLB lb3's backends as last read.
+	created, authorized, inLB map[string]bool
+	heal
+}
+
+// observe takes in one file event.
+func (hp *healProgress) observe(e fileEvent) {
+	switch e.dir {
+	case hp.paths.compute:
+		if strings.HasSuffix(e.name, ".json") && !hp.before[e.name] {
+			hp.created[strings.TrimSuffix(e.name, ".json")] = true
+		}
+	case hp.paths.auths:
+		if src := authSource(e.path()); src != "" {
+			hp.authorized[src] = true
+		}
+	case hp.paths.lbs:
+		if e.name == "lb3.json" {
+			if backends, err := lbBackends(hp.paths.lb3); err == nil {
+				hp.inLB = backends
+			}
+		}
+	}
+}
+
+// done notes what is complete at (since the removal) and reports whether
+// all of it is.
+func (hp *healProgress) done(at time.Duration) bool {
+	if len(hp.created) < 3 {
+		return false
+	}
+	if hp.created3 == 0 {
+		hp.created3 = at
+	}
+	if hp.onLB == 0 && all(hp.created, hp.inLB) {
+		hp.onLB = at
+	}
+	if hp.authorized3 == 0 && all(hp.created, hp.authorized) {
+		hp.authorized3 = at
+	}
+	if hp.onLB == 0 || hp.authorized3 == 0 {
+		return false
+	}
+	hp.total = max(hp.onLB, hp.authorized3)
+	return true
 }
 
 // heal is when, after the removal, the 3 replacements existed, were all
 // lb3 backends and all authorized; total is the last of these.
-type heal struct{ created, onLB, authorized, total time.Duration }
+type heal struct{ created3, onLB, authorized3, total time.Duration }
 
 // all reports whether every key of ids is in set.
 func all(ids, set map[string]bool) bool {
