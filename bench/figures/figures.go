@@ -56,7 +56,7 @@ var Catalogue = []Figure{
 	{"state_100k_load_save", "state file load + save, 100,000", Seconds, 0.5, "TestBenchScale100k/state"},
 	{"soak_goroutines_growth", "idle watch 100k: goroutine growth over the soak", Count, 0, "TestBenchScale100k/soak"},
 	{"soak_fds_growth", "idle watch 100k: open FD growth over the soak", Count, 0, "TestBenchScale100k/soak"},
-	{"soak_rss_growth", "idle watch 100k: RSS growth over the soak", MiB, none, "TestBenchScale100k/soak"},
+	{"soak_rss_growth", "idle watch 100k: RSS growth, 2nd-half peak − 1st-half peak", MiB, none, "TestBenchScale100k/soak"},
 	{"soak_rss_end", "idle watch 100k: RSS of watch + providers at the end", MiB, none, "TestBenchScale100k/soak"},
 	{"idle_cpu_10k", "idle CPU, walk-through stack, cattle 10,000", Percent, 1, "TestBenchWatchStack10k/idle"},
 	{"watch_rss_10k", "RSS of watch + providers, cattle 10,000", MiB, 200, "TestBenchWatchStack10k/idle"},
