@@ -80,9 +80,10 @@ type Baseline struct {
 
 // BaseFigure is one figure of the baseline.
 type BaseFigure struct {
-	Median float64 `json:"median"`
-	Max    float64 `json:"max"`
-	Load   float64 `json:"load"`
+	Median float64   `json:"median"`
+	Max    float64   `json:"max"`
+	Load   float64   `json:"load"`
+	At     time.Time `json:"at,omitzero"`
 }
 
 // ReadBaseline reads the baseline at path; a missing file is an empty one.
@@ -113,7 +114,7 @@ func Updated(base Baseline, results map[string]Result, recorded string) Baseline
 	}
 	for _, key := range slices.Sorted(maps.Keys(results)) {
 		if r := results[key]; r.Skipped == "" {
-			out.Figures[key] = BaseFigure{Median: r.Median, Max: r.Max, Load: r.Load}
+			out.Figures[key] = BaseFigure{Median: r.Median, Max: r.Max, Load: r.Load, At: r.At}
 		}
 	}
 	return out
