@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,40 +21,9 @@ import (
 	"time"
 )
 
-// Targets of issue 4.
-const (
-	targetHealMedian = time.Second
-	targetIdleCPU    = 2.0 // percent of one core, watch and its providers
-	targetRSS        = 200 << 20
-)
-
 // userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ,
 // which Linux fixes at 100 for user space whatever the kernel's HZ.
 const userHZ = 100
-
-// oneGroup is a stack of one cattle group of n instances, with the default
-// health and update settings unless extra says otherwise.
-func oneGroup(n int, extra string) string {
-	return fmt.Sprintf(`stack "bench" {}
-
-provider "simulator" {}
-provider "vanilla" {}
-
-group "g" {
-  size = %d
-  instance {
-    provider   = simulator
-    type       = "compute"
-    properties = { note = "bench" }
-  }
-  flavor {
-    provider   = vanilla
-    properties = { init = ["echo bench"] }
-  }
-  %s
-}
-`, n, extra)
-}
 
 // benchWatch is `infrakit watch` running for a benchmark.
 type benchWatch struct {
@@ -100,10 +68,11 @@ func startWatch(t *testing.T, bin, dir string) *benchWatch {
 		w.token = strings.TrimSpace(string(token))
 	}
 	go func() { _, _ = bufio.NewReader(stdout).WriteTo(discard{}) }() // drain until exit
-	deadline := time.Now().Add(2 * time.Minute)
+	// Generous: the first pass over 100,000 instances on a busy machine.
+	deadline := time.Now().Add(10 * time.Minute)
 	for w.passes(t) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no pass within 2 minutes:\n%s", w.stderr)
+			t.Fatalf("no pass within 10 minutes:\n%s", w.stderr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -155,140 +124,9 @@ func instanceCount(t *testing.T, dir string) int {
 	return countJSON(files)
 }
 
-// prepare writes the stack of n instances in a fresh directory, installs
-// the providers and applies it.
-func prepare(t *testing.T, bin string, n int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(oneGroup(n, "")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	timeInfrakit(t, bin, dir, 0, "init", "-plugin-dir", bin)
-	timeInfrakit(t, bin, dir, 0, "apply", "-auto-approve")
-	if got := instanceCount(t, dir); got != n {
-		t.Fatalf("after apply the simulator holds %d instances, want %d", got, n)
-	}
-	return dir
-}
-
-// TestBenchWatchHeal measures self-healing latency with default settings:
-// 3 of 1,000 instances removed out of band, until the simulator holds 1,000
-// again; median and p99 (the slowest, with 10 runs) of 10 runs. With a
-// baseline (INFRAKIT_BENCH_BASELINE) the baseline's watch is measured the
-// same way after this tree's, and the medians compared.
-func TestBenchWatchHeal(t *testing.T) {
-	enabled(t)
-	const n, runs = 1000, 10
-	var medians []time.Duration
-	for _, b := range builds(t) {
-		lat := healLatencies(t, b.bin, n, runs)
-		median, p99 := lat[len(lat)/2], lat[len(lat)-1]
-		medians = append(medians, median)
-		var out strings.Builder
-		fmt.Fprintf(&out, "%s: watch heal latency, 3 of %d instances removed, default settings, %d runs\n", b.name, n, runs)
-		fmt.Fprintf(&out, "median: %-8s target <= %s  %s\n", ms(median), targetHealMedian, verdict(median <= targetHealMedian))
-		fmt.Fprintf(&out, "p99:    %-8s (the slowest of %d)\n", ms(p99), runs)
-		fmt.Fprintf(&out, "all:    %s\n", joinMS(lat))
-		t.Log("\n" + out.String())
-		fmt.Print(out.String())
-	}
-	if len(medians) == 2 {
-		line := compare("heal median", float64(medians[0].Milliseconds()), float64(medians[1].Milliseconds()), "ms")
-		t.Log(line)
-		fmt.Print(line)
-	}
-}
-
-// healLatencies applies a group of n under bin's watch and times runs heals
-// of 3 instances removed out of band, sorted.
-func healLatencies(t *testing.T, bin string, n, runs int) []time.Duration {
-	t.Helper()
-	dir := prepare(t, bin, n)
-	w := startWatch(t, bin, dir)
-	defer w.stop()
-	instDir := filepath.Join(dir, ".infrakit", "simulator", "instances", "compute")
-
-	var lat []time.Duration
-	for range runs {
-		time.Sleep(time.Second) // let the previous heal settle
-		entries, err := os.ReadDir(instDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, i := range rand.Perm(len(entries))[:3] {
-			if err := os.Remove(filepath.Join(instDir, entries[i].Name())); err != nil {
-				t.Fatal(err)
-			}
-		}
-		start := time.Now()
-		for instanceCount(t, dir) != n {
-			if time.Since(start) > time.Minute {
-				t.Fatalf("not healed within a minute:\n%s", tail(w.stderr.String(), 4000))
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		lat = append(lat, time.Since(start))
-	}
-	slices.Sort(lat)
-	return lat
-}
-
-// TestBenchWatchIdle measures what watch costs while nothing happens, over
-// 10,000 instances: CPU (utime+stime of watch and its provider processes,
-// as a percentage of one core) and resident memory (the sum of their RSS)
-// over 30 s windows, with default settings, then again with health polling
-// off (replace_unhealthy = false), which shows what the health checks cost.
-// The machine is shared, so each setting is measured over runs windows
-// (INFRAKIT_BENCH_RUNS, default 3) and judged by the median window.
-func TestBenchWatchIdle(t *testing.T) {
-	enabled(t)
-	bin := buildBinaries(t)
-	const n = 10000
-	window := 30 * time.Second
-	windows := runs(t)
-	dir := prepare(t, bin, n)
-	w := startWatch(t, bin, dir)
-	time.Sleep(5 * time.Second) // past start-up: launches, the first full pass
-
-	var b strings.Builder
-	fmt.Fprintf(&b, "watch idle over %d windows of %s, %d instances in one group (simulator + vanilla), -interval 10s\n", windows, window, n)
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(&b, "load average at the start: %s", load)
-	}
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "settings\tprocess\tCPU\tRSS")
-	defaults := idleWindows(t, w.pid, window, windows)
-	defaults.rows(tw, "defaults")
-
-	// Health polling off: the state changes (an apply), watch follows it.
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(oneGroup(n, "health {\n    replace_unhealthy = false\n  }")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	timeInfrakit(t, bin, dir, 0, "apply", "-auto-approve", "-lock-timeout", "1m")
-	time.Sleep(5 * time.Second)
-	noHealth := idleWindows(t, w.pid, window, windows)
-	noHealth.rows(tw, "replace_unhealthy = false")
-	tw.Flush()
-
-	fmt.Fprintf(&b, "idle CPU (defaults):  %5.2f%%   target <= %.0f%%   %s   (windows: %s)\n",
-		defaults.cpu(), targetIdleCPU, verdict(defaults.cpu() <= targetIdleCPU), defaults.each())
-	fmt.Fprintf(&b, "RSS (defaults):      %-8s target <= %s  %s\n", mib(defaults.rss()), mib(targetRSS), verdict(defaults.rss() <= targetRSS))
-	fmt.Fprintf(&b, "idle CPU (no health polling): %5.2f%%   (windows: %s)\n", noHealth.cpu(), noHealth.each())
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Fprintf(&b, "load average at the end: %s", load)
-	}
-	t.Log("\n" + b.String())
-	fmt.Print(b.String())
-}
-
-// idleWindows measures count consecutive windows and returns the median
-// one (by total CPU), which also carries every window's total.
-func idleWindows(t *testing.T, pid int, window time.Duration, count int) usage {
-	t.Helper()
-	all := make([]usage, count)
-	for i := range all {
-		all[i] = idle(t, pid, window)
-	}
+// idleWindows is the median of windows measured one after the other (by
+// total CPU), carrying every window's total.
+func idleWindows(all []usage) usage {
 	sorted := slices.Clone(all)
 	slices.SortFunc(sorted, func(a, b usage) int { return cmp.Compare(a.cpu(), b.cpu()) })
 	median := sorted[len(sorted)/2]
@@ -340,6 +178,15 @@ func (u usage) rss() int64 {
 	return sum
 }
 
+// byProcess is each process's CPU and RSS on one line.
+func (u usage) byProcess() string {
+	parts := make([]string, len(u.procs))
+	for i, p := range u.procs {
+		parts[i] = fmt.Sprintf("%s %.2f%% %s", p.name, 100*float64(p.ticks)/userHZ/u.window.Seconds(), mib(p.rss))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (u usage) rows(tw *tabwriter.Writer, settings string) {
 	for _, p := range u.procs {
 		fmt.Fprintf(tw, "%s\t%s (%d)\t%.2f%%\t%s\n", settings, p.name, p.pid,
@@ -368,9 +215,18 @@ func idle(t *testing.T, pid int, window time.Duration) usage {
 // children lists the processes whose parent is pid.
 func children(t *testing.T, pid int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	out, err := childrenOf(pid)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
 	}
 	var out []int
 	for _, e := range entries {
@@ -382,7 +238,7 @@ func children(t *testing.T, pid int) []int {
 			out = append(out, p)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // statFields are the fields of /proc/<pid>/stat after the command name
@@ -408,8 +264,18 @@ func cpuTicks(pid int) (int64, string) {
 	}
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return ut + st, strings.TrimSpace(string(name))
+	return ut + st, procName(pid)
+}
+
+// procName is the base name of pid's program (comm would cut
+// infrakit-provider-simulator at 15 bytes), else its comm.
+func procName(pid int) string {
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); args[0] != "" {
+		return filepath.Base(args[0])
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(comm))
 }
 
 func rssOf(pid int) int64 {
