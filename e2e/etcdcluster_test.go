@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEtcdClusterHeals runs testdata/etcd-cluster's stack: apply forms a
+// cluster of 3 healthy started members; under `infrakit watch` a member
+// killed with `docker kill` is replaced, the dead member is no longer
+// listed, and a key written before the kill is read through the new
+// member; a rolling update of all 3 never loses the quorum (a writer puts
+// a key every 100 ms throughout, and no run of failed puts lasts longer
+// than an election timeout); scaling to 5 adds two members and back to 3
+// removes them; destroy leaves no container.
+func TestEtcdClusterHeals(t *testing.T) {
+	t.Parallel()
+	e := newEtcdEnv(t)
+	w := e.w
+	w.init()
+	lids := e.lids(3)
+	start := time.Now()
+	w.ok("apply", "-auto-approve")
+	t.Logf("apply: returned after %s", time.Since(start).Round(time.Millisecond))
+	v := e.waitHealthy("apply", lids...)
+	if labelled := strings.Fields(e.docker("ps", "-q", "--filter", "label=infrakit.group=etcd", "--filter", "label=infrakit.stack="+e.stack)); len(labelled) != 3 {
+		t.Fatalf("%d containers labelled infrakit.group=etcd, want 3", len(labelled))
+	}
+	c := e.client(lids...)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if _, err := c.Put(ctx, "before-kill", "kept"); err != nil {
+		t.Fatalf("put before the kill: %v", err)
+	}
+	cancel()
+
+	p := w.startWatch(nil, "-interval", "1s", "-brake-settle", "2s")
+	within(t, time.Minute, "watch's first pass", func() bool { return p.status().Passes > 0 })
+
+	// docker kill of one member: replaced by a member at the same address,
+	// the dead one removed from the member list.
+	victim := lids[1]
+	before := e.containers()
+	dead := memberID(t, v, victim)
+	e.docker("kill", before[victim])
+	start = time.Now()
+	etcdWithin(t, 3*time.Minute, "a new container for "+victim, func() bool {
+		now := e.containers()[victim]
+		return now != "" && now != before[victim]
+	})
+	v = e.waitHealthy("docker kill "+before[victim], lids...)
+	t.Logf("docker kill: 3 healthy members again after %s", time.Since(start).Round(time.Millisecond))
+	if slices.ContainsFunc(v.members, func(m etcdMember) bool { return m.id == dead }) {
+		t.Fatalf("the killed member %x is still listed: %s", dead, v)
+	}
+	fresh := e.client(victim)
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	got, err := fresh.Get(ctx, "before-kill")
+	cancel()
+	fresh.Close()
+	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "kept" {
+		t.Fatalf("reading before-kill through the new member %s: %v %v", victim, got, err)
+	}
+
+	// A rolling update of all 3 (a changed env property), one at a time,
+	// with a writer putting a key every 100 ms throughout.
+	writer := startEtcdWriter(c)
+	old := e.containers()
+	env := map[string]string{"ETCD_SNAPSHOT_COUNT": "5000"}
+	e.writeStack(3, env)
+	start = time.Now()
+	w.ok("apply", "-auto-approve")
+	t.Logf("rolling update: apply returned after %s", time.Since(start).Round(time.Millisecond))
+	e.waitHealthy("rolling update", lids...)
+	puts, longest, failures := writer.halt()
+	now := e.containers()
+	for _, id := range lids {
+		if now[id] == old[id] {
+			t.Errorf("the container of %s (%s) was not replaced by the roll", id, old[id])
+		}
+	}
+	t.Logf("rolling update: %d puts, the longest run of failures %s; failures: %q", puts, longest.Round(time.Millisecond), failures)
+	if longest > etcdElection {
+		t.Errorf("during the roll puts failed for %s in a row, longer than the election timeout %s: the cluster lost its quorum or its leader for longer than an election; failures: %q",
+			longest.Round(time.Millisecond), etcdElection, failures)
+	}
+
+	// 3 → 5 → 3.
+	e.writeStack(5, env)
+	w.ok("apply", "-auto-approve")
+	five := e.lids(5)
+	e.waitHealthy("scale to 5", five...)
+	atFive := e.containers()
+	e.writeStack(3, env)
+	w.ok("apply", "-auto-approve")
+	v = e.waitHealthy("scale to 3", lids...)
+	if slices.ContainsFunc(v.members, func(m etcdMember) bool { return m.name == five[3] || m.name == five[4] }) {
+		t.Fatalf("after scaling to 3 the member list still names %s or %s: %s", five[3], five[4], v)
+	}
+	if now := e.containers(); !maps.Equal(now, map[string]string{lids[0]: atFive[lids[0]], lids[1]: atFive[lids[1]], lids[2]: atFive[lids[2]]}) {
+		t.Fatalf("after scaling to 3 the containers are %v; want the first three of %v, untouched", now, atFive)
+	}
+
+	if code, took := p.terminate(); code != 0 {
+		t.Fatalf("watch exited %d after SIGTERM (%s)\n%s", code, took, p.stderr)
+	}
+	w.ok("destroy", "-auto-approve")
+	if left := strings.Fields(e.docker("ps", "-aq", "--filter", "label=infrakit.stack="+e.stack)); len(left) > 0 {
+		t.Fatalf("after destroy %d containers of the stack are left: %q", len(left), left)
+	}
+}
+
+// memberID is the ID of the member named name in v.
+func memberID(t *testing.T, v clusterView, name string) uint64 {
+	t.Helper()
+	for _, m := range v.members {
+		if m.name == name {
+			return m.id
+		}
+	}
+	t.Fatalf("no member %s in %s", name, v)
+	return 0
+}
+
+// TestEtcdClusterValidate: an even number of members is accepted with a
+// warning, and a logical ID that cannot be a member's address is an error
+// at that logical ID in the stack file. validate does not need Docker.
+func TestEtcdClusterValidate(t *testing.T) {
+	t.Parallel()
+	if err := etcdBuild(); err != nil {
+		t.Fatal(err)
+	}
+	src := func(lids string) string {
+		return `stack "v" {}
+provider "docker" {}
+provider "etcdmember" {}
+group "etcd" {
+  logical_ids = [` + lids + `]
+  instance {
+    provider   = docker
+    type       = "container"
+    properties = { image = "infrakit-etcd:latest", network = "n", fixed_ip = true }
+  }
+  flavor { provider = etcdmember }
+}
+`
+	}
+	type diag struct {
+		Severity, Summary, Detail string
+		Range                     *struct {
+			Start struct{ Line, Column int }
+		}
+	}
+	validate := func(lids string, code int) []diag {
+		t.Helper()
+		w := newWorkdir(t)
+		w.writeFile("stack.hcl", src(lids))
+		w.init()
+		res := w.expect(code, "validate", "-json")
+		var out struct {
+			Diagnostics []diag `json:"diagnostics"`
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &out); err != nil {
+			t.Fatalf("validate -json: %v\n%s", err, res)
+		}
+		return out.Diagnostics
+	}
+
+	ds := validate(`"10.1.0.1", "10.1.0.2", "10.1.0.3", "10.1.0.4"`, 0)
+	if len(ds) != 1 || ds[0].Severity != "warning" || ds[0].Summary != "Even number of etcd members" || !strings.Contains(ds[0].Detail, "4 members tolerate the loss of 1") {
+		t.Fatalf("4 members: %+v; want one warning about an even number", ds)
+	}
+
+	ds = validate(`"10.1.0.1", "db_2", "10.1.0.3"`, 1)
+	if len(ds) != 1 || ds[0].Severity != "error" || ds[0].Summary != "Invalid member address" || ds[0].Range == nil ||
+		ds[0].Range.Start.Line != 5 || ds[0].Range.Start.Column != 30 || !strings.Contains(ds[0].Detail, `"db_2"`) {
+		t.Fatalf("logical ID db_2: %+v; want one error at stack.hcl:5:30", ds)
+	}
+}
