@@ -293,10 +293,17 @@ func (v clusterView) healthyAt(lids ...string) bool {
 func (e *etcdEnv) waitHealthy(what string, lids ...string) clusterView {
 	e.t.Helper()
 	var v clusterView
+	var cs map[string]string
 	took := etcdWithin(e.t, 3*time.Minute, what+": members "+strings.Join(lids, ", ")+" started and healthy", func() bool {
 		v = e.view(lids...)
-		cs := e.containers()
+		cs = e.containers()
 		return v.healthyAt(lids...) && len(cs) == len(lids)
+	}, func() {
+		e.t.Logf("the cluster: %s; containers: %v", v, cs)
+		for lid, id := range cs {
+			out, _ := dockerRun("logs", "--tail", "15", id)
+			e.t.Logf("docker logs of %s (%s):\n%s", lid, id, out)
+		}
 	})
 	e.t.Logf("%s: %d healthy members after %s", what, len(lids), took.Round(time.Millisecond))
 	return v
@@ -304,13 +311,16 @@ func (e *etcdEnv) waitHealthy(what string, lids ...string) clusterView {
 
 // etcdWithin is within, polling every 250 ms: each look at the cluster
 // opens clients and runs the docker CLI.
-func etcdWithin(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+func etcdWithin(t *testing.T, d time.Duration, what string, cond func() bool, explain ...func()) time.Duration {
 	t.Helper()
 	start := time.Now()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		if time.Since(start) > d {
+			for _, f := range explain {
+				f()
+			}
 			t.Fatalf("not within %s: %s", d, what)
 		}
 		<-tick.C

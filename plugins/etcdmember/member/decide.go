@@ -104,8 +104,10 @@ type Join struct {
 //
 //   - no member answers: the cluster is formed anew from every pet (the
 //     first formation, or re-formation once every member is gone);
-//   - the member list holds self never started (the initial cluster still
-//     forming, or an earlier Prepare added it): it joins as it is;
+//   - the member list holds self never started: with no quorum yet and
+//     self named (the initial cluster still forming) it bootstraps "new"
+//     with the listed members, as the others did; otherwise (an earlier
+//     Prepare added it) it joins "existing" as it is;
 //   - the cluster has a quorum: earlier incarnations of self are removed,
 //     self is added, and it joins the existing cluster;
 //   - members answer without a quorum: it refuses, since neither removing
@@ -122,15 +124,22 @@ func DecideJoin(o Observation, self Pet, pets []Pet) (Join, error) {
 		return Join{}, fmt.Errorf("member %s cannot join: no member listed the cluster's members (%s)", self.Name, o.summary())
 	}
 	var j Join
-	kept := false
+	kept, initial := false, false
 	for _, m := range o.Members {
 		switch {
 		case !m.is(self):
 		case !m.Started() && slices.Contains(m.PeerURLs, self.PeerURL):
-			kept = true
+			// A member of the initial cluster has its name from the
+			// start; one added since has none until it runs.
+			kept, initial = true, m.Name != ""
 		default:
 			j.Remove = append(j.Remove, m.ID)
 		}
+	}
+	if !o.Quorum() && kept && initial && len(j.Remove) == 0 {
+		// The initial cluster is still forming, waiting for this member:
+		// it bootstraps with the others' configuration.
+		return Join{State: "new", InitialCluster: InitialCluster(o.Members, pets)}, nil
 	}
 	if !o.Quorum() && (!kept || len(j.Remove) > 0) {
 		return Join{}, fmt.Errorf("member %s cannot join: the cluster has no quorum (%s), so no member can be removed or added; "+

@@ -70,9 +70,16 @@ func TestDecideJoin(t *testing.T) {
 		want: Join{State: "existing",
 			InitialCluster: "10.0.0.1=http://10.0.0.1:2380,10.0.0.2=http://10.0.0.2:2380,10.0.0.3=http://10.0.0.3:2380"},
 	}, {
-		name: "the initial cluster still forming without a quorum: joins as listed",
+		name: "the initial cluster still forming without a quorum: bootstraps as listed",
 		o: Observation{Endpoints: []Endpoint{up(a, 1, false), down(b), down(c)},
-			Members: []Member{started(1, a), {ID: 2, Name: b.Name, PeerURLs: []string{b.PeerURL}}, {ID: 3, Name: c.Name, PeerURLs: []string{c.PeerURL}}}},
+			Members: []Member{{ID: 1, Name: a.Name, PeerURLs: []string{a.PeerURL}}, {ID: 2, Name: b.Name, PeerURLs: []string{b.PeerURL}}, {ID: 3, Name: c.Name, PeerURLs: []string{c.PeerURL}}}},
+		self: b,
+		want: Join{State: "new",
+			InitialCluster: "10.0.0.1=http://10.0.0.1:2380,10.0.0.2=http://10.0.0.2:2380,10.0.0.3=http://10.0.0.3:2380"},
+	}, {
+		name: "added to a cluster that lost its quorum since, never started: joins as listed",
+		o: Observation{Endpoints: []Endpoint{up(a, 1, false), down(b), down(c)},
+			Members: []Member{started(1, a), {ID: 2, PeerURLs: []string{b.PeerURL}}, started(3, c)}},
 		self: b,
 		want: Join{State: "existing",
 			InitialCluster: "10.0.0.1=http://10.0.0.1:2380,10.0.0.2=http://10.0.0.2:2380,10.0.0.3=http://10.0.0.3:2380"},
