@@ -162,7 +162,7 @@ func (f *Flavor) Prepare(ctx context.Context, properties json.RawMessage, spec i
 	if token == "" {
 		token = TokenPrefix + index.Group
 	}
-	spec.Init = InitScript(map[string]string{
+	spec.Init = joinInit(spec.Init, InitScript(map[string]string{
 		"ETCD_NAME":                        self.Name,
 		"ETCD_INITIAL_ADVERTISE_PEER_URLS": self.PeerURL,
 		"ETCD_ADVERTISE_CLIENT_URLS":       self.ClientURL,
@@ -171,7 +171,7 @@ func (f *Flavor) Prepare(ctx context.Context, properties json.RawMessage, spec i
 		"ETCD_INITIAL_CLUSTER":             j.InitialCluster,
 		"ETCD_INITIAL_CLUSTER_STATE":       j.State,
 		"ETCD_INITIAL_CLUSTER_TOKEN":       token,
-	})
+	}))
 	ids := make([]string, len(allocation.LogicalIDs))
 	for i, id := range allocation.LogicalIDs {
 		ids[i] = string(id)
@@ -184,6 +184,14 @@ func (f *Flavor) Prepare(ctx context.Context, properties json.RawMessage, spec i
 	spec.Tags = tags
 	f.logger.Debug("prepared", "member", self.Name, "state", j.State, "initial_cluster", j.InitialCluster)
 	return spec, nil
+}
+
+// joinInit appends script to the init lines spec already has.
+func joinInit(init, script string) string {
+	if init == "" {
+		return script
+	}
+	return strings.TrimSuffix(init, "\n") + "\n" + script
 }
 
 // InitScript is the init script that configures a member: one
