@@ -1,6 +1,7 @@
 package member
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -84,6 +85,10 @@ func (o Observation) summary() string {
 	return fmt.Sprintf("%d of %d endpoints answer, %d healthy", reached, len(o.Endpoints), healthy)
 }
 
+// ErrNoQuorum is wrapped by DecideJoin's refusal when members answer but
+// none has a quorum.
+var ErrNoQuorum = errors.New("the cluster has no quorum")
+
 // Join is how a new instance of a pet joins: with what initial-cluster and
 // state, after which changes to the member list.
 type Join struct {
@@ -142,8 +147,8 @@ func DecideJoin(o Observation, self Pet, pets []Pet) (Join, error) {
 		return Join{State: "new", InitialCluster: InitialCluster(o.Members, pets)}, nil
 	}
 	if !o.Quorum() && (!kept || len(j.Remove) > 0) {
-		return Join{}, fmt.Errorf("member %s cannot join: the cluster has no quorum (%s), so no member can be removed or added; "+
-			"nothing is replaced until a majority of the members is back, or a person restores the cluster (see the etcdmember flavor's documentation)", self.Name, o.summary())
+		return Join{}, fmt.Errorf("member %s cannot join: %w (%s), so no member can be removed or added; "+
+			"nothing is replaced until a majority of the members is back, or a person restores the cluster (see the etcdmember flavor's documentation)", self.Name, ErrNoQuorum, o.summary())
 	}
 	j.Add = !kept
 	j.State = "existing"

@@ -27,6 +27,7 @@ package member
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -126,11 +127,7 @@ func (f *Flavor) Prepare(ctx context.Context, properties json.RawMessage, spec i
 	c := newCluster(p.Timeout)
 	f.reconfig.Lock()
 	defer f.reconfig.Unlock()
-	o, err := c.Observe(ctx, urls)
-	if err != nil {
-		return spec, err
-	}
-	j, err := DecideJoin(o, self, pets)
+	o, j, err := f.decideJoin(ctx, c, urls, self, pets)
 	if err != nil {
 		return spec, err
 	}
@@ -184,6 +181,33 @@ func (f *Flavor) Prepare(ctx context.Context, properties json.RawMessage, spec i
 	spec.Tags = tags
 	f.logger.Debug("prepared", "member", self.Name, "state", j.State, "initial_cluster", j.InitialCluster)
 	return spec, nil
+}
+
+// settleFor is how long Prepare looks again at a cluster whose members
+// answer without a quorum: a leader that was just killed leaves the others
+// without one until they elect another, an election timeout or two.
+const settleFor = 5 * time.Second
+
+// decideJoin observes the cluster at urls and decides how self joins
+// (DecideJoin), looking again every reconfigureEvery for up to settleFor
+// while the decision is a refusal for want of a quorum.
+func (f *Flavor) decideJoin(ctx context.Context, c *cluster, urls []string, self Pet, pets []Pet) (Observation, Join, error) {
+	deadline := time.Now().Add(settleFor)
+	for {
+		o, err := c.Observe(ctx, urls)
+		if err != nil {
+			return o, Join{}, err
+		}
+		j, err := DecideJoin(o, self, pets)
+		if err == nil || !errors.Is(err, ErrNoQuorum) || time.Now().After(deadline) {
+			return o, j, err
+		}
+		select {
+		case <-ctx.Done():
+			return o, j, err
+		case <-time.After(reconfigureEvery):
+		}
+	}
 }
 
 // joinInit appends script to the init lines spec already has.
