@@ -238,7 +238,7 @@ func (x flavorClient) Validate(ctx context.Context, properties json.RawMessage, 
 	// error among them: validate shows them (an even number of cluster
 	// members, say) and goes on.
 	if ds := diagnosticsFromProto(resp.GetDiagnostics()); len(ds) > 0 {
-		return ds
+		return x.c.fail("Validate", ds)
 	}
 	return nil
 }
