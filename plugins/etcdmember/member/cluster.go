@@ -146,7 +146,9 @@ func (c *cluster) list(ctx context.Context, urls []string) ([]Member, error) {
 	defer cli.Close()
 	lctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := cli.MemberList(lctx)
+	// Serializable: a member answers from what it knows, with or without
+	// a quorum, which is when the list matters most.
+	resp, err := cli.MemberList(lctx, clientv3.WithSerializable())
 	if err != nil {
 		return nil, fmt.Errorf("list members: %w", err)
 	}
