@@ -359,7 +359,7 @@ func startEtcdWriter(c *clientv3.Client) *etcdWriter {
 			case <-tick.C:
 			}
 			start := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), 900*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			_, err := c.Put(ctx, fmt.Sprintf("writer/%06d", i), start.Format(time.RFC3339Nano))
 			cancel()
 			switch {
