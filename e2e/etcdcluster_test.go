@@ -33,64 +33,21 @@ func TestEtcdClusterHeals(t *testing.T) {
 	if labelled := strings.Fields(e.docker("ps", "-q", "--filter", "label=infrakit.group=etcd", "--filter", "label=infrakit.stack="+e.stack)); len(labelled) != 3 {
 		t.Fatalf("%d containers labelled infrakit.group=etcd, want 3", len(labelled))
 	}
-	c := e.client(lids...)
-	defer c.Close()
+	put := e.client(lids...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if _, err := c.Put(ctx, "before-kill", "kept"); err != nil {
+	_, err := put.Put(ctx, "before-kill", "kept")
+	cancel()
+	put.Close()
+	if err != nil {
 		t.Fatalf("put before the kill: %v", err)
 	}
-	cancel()
 
 	p := w.startWatch(nil, "-interval", "1s", "-brake-settle", "2s")
 	within(t, time.Minute, "watch's first pass", func() bool { return p.status().Passes > 0 })
-
-	// docker kill of one member: replaced by a member at the same address,
-	// the dead one removed from the member list.
-	victim := lids[1]
-	before := e.containers()
-	dead := memberID(t, v, victim)
-	e.docker("kill", before[victim])
-	start = time.Now()
-	etcdWithin(t, 3*time.Minute, "a new container for "+victim, func() bool {
-		now := e.containers()[victim]
-		return now != "" && now != before[victim]
-	})
-	v = e.waitHealthy("docker kill "+before[victim], lids...)
-	t.Logf("docker kill: 3 healthy members again after %s", time.Since(start).Round(time.Millisecond))
-	if slices.ContainsFunc(v.members, func(m etcdMember) bool { return m.id == dead }) {
-		t.Fatalf("the killed member %x is still listed: %s", dead, v)
-	}
-	fresh := e.client(victim)
-	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
-	got, err := fresh.Get(ctx, "before-kill")
-	cancel()
-	fresh.Close()
-	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "kept" {
-		t.Fatalf("reading before-kill through the new member %s: %v %v", victim, got, err)
-	}
-
-	// A rolling update of all 3 (a changed env property), one at a time,
-	// with a writer putting a key every 100 ms throughout.
-	writer := startEtcdWriter(c)
-	old := e.containers()
-	env := map[string]string{"ETCD_SNAPSHOT_COUNT": "5000"}
-	e.writeStack(3, env)
-	start = time.Now()
-	w.ok("apply", "-auto-approve")
-	t.Logf("rolling update: apply returned after %s", time.Since(start).Round(time.Millisecond))
-	e.waitHealthy("rolling update", lids...)
-	puts, longest, failures := writer.halt()
-	now := e.containers()
-	for _, id := range lids {
-		if now[id] == old[id] {
-			t.Errorf("the container of %s (%s) was not replaced by the roll", id, old[id])
-		}
-	}
-	t.Logf("rolling update: %d puts, the longest run of failures %s; failures: %q", puts, longest.Round(time.Millisecond), failures)
-	if longest > etcdElection {
-		t.Errorf("during the roll puts failed for %s in a row, longer than the election timeout %s: the cluster lost its quorum or its leader for longer than an election; failures: %q",
-			longest.Round(time.Millisecond), etcdElection, failures)
-	}
+	e.healKill(lids, v)
+	c := e.client(lids...)
+	defer c.Close()
+	env := e.rollUnderWrites(c, lids)
 
 	// 3 → 5 → 3.
 	e.writeStack(5, env)
@@ -115,6 +72,67 @@ func TestEtcdClusterHeals(t *testing.T) {
 	if left := strings.Fields(e.docker("ps", "-aq", "--filter", "label=infrakit.stack="+e.stack)); len(left) > 0 {
 		t.Fatalf("after destroy %d containers of the stack are left: %q", len(left), left)
 	}
+}
+
+// healKill kills the container of the second member with `docker kill`
+// and waits until it is replaced by a member at the same address, the
+// dead one no longer listed, and a key put before (before-kill) is read
+// through the new member.
+func (e *etcdEnv) healKill(lids []string, v clusterView) {
+	t := e.t
+	t.Helper()
+	victim := lids[1]
+	before := e.containers()
+	dead := memberID(t, v, victim)
+	e.docker("kill", before[victim])
+	start := time.Now()
+	etcdWithin(t, 3*time.Minute, "a new container for "+victim, func() bool {
+		now := e.containers()[victim]
+		return now != "" && now != before[victim]
+	})
+	v = e.waitHealthy("docker kill "+before[victim], lids...)
+	t.Logf("docker kill: 3 healthy members again after %s", time.Since(start).Round(time.Millisecond))
+	if slices.ContainsFunc(v.members, func(m etcdMember) bool { return m.id == dead }) {
+		t.Fatalf("the killed member %x is still listed: %s", dead, v)
+	}
+	fresh := e.client(victim)
+	defer fresh.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := fresh.Get(ctx, "before-kill")
+	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "kept" {
+		t.Fatalf("reading before-kill through the new member %s: %v %v", victim, got, err)
+	}
+}
+
+// rollUnderWrites changes an env property of the members and applies it,
+// which replaces all of them one at a time, while a writer puts a key
+// every 100 ms through c; no run of failed puts may last longer than an
+// election timeout. It returns the env now applied.
+func (e *etcdEnv) rollUnderWrites(c *clientv3.Client, lids []string) map[string]string {
+	t := e.t
+	t.Helper()
+	writer := startEtcdWriter(c)
+	old := e.containers()
+	env := map[string]string{"ETCD_SNAPSHOT_COUNT": "5000"}
+	e.writeStack(3, env)
+	start := time.Now()
+	e.w.ok("apply", "-auto-approve")
+	t.Logf("rolling update: apply returned after %s", time.Since(start).Round(time.Millisecond))
+	e.waitHealthy("rolling update", lids...)
+	puts, longest, failures := writer.halt()
+	now := e.containers()
+	for _, id := range lids {
+		if now[id] == old[id] {
+			t.Errorf("the container of %s (%s) was not replaced by the roll", id, old[id])
+		}
+	}
+	t.Logf("rolling update: %d puts, the longest run of failures %s; failures: %q", puts, longest.Round(time.Millisecond), failures)
+	if longest > etcdElection {
+		t.Errorf("during the roll puts failed for %s in a row, longer than the election timeout %s: the cluster lost its quorum or its leader for longer than an election; failures: %q",
+			longest.Round(time.Millisecond), etcdElection, failures)
+	}
+	return env
 }
 
 // memberID is the ID of the member named name in v.

@@ -109,10 +109,10 @@ type Join struct {
 //
 //   - no member answers: the cluster is formed anew from every pet (the
 //     first formation, or re-formation once every member is gone);
-//   - the member list holds self never started: with no quorum yet and
-//     self named (the initial cluster still forming) it bootstraps "new"
-//     with the listed members, as the others did; otherwise (an earlier
-//     Prepare added it) it joins "existing" as it is;
+//   - the member list holds self never started: named (a member of the
+//     initial cluster) it bootstraps "new" with the listed members, as the
+//     others did; unnamed (an earlier Prepare added it) it joins
+//     "existing" as it is;
 //   - the cluster has a quorum: earlier incarnations of self are removed,
 //     self is added, and it joins the existing cluster;
 //   - members answer without a quorum: it refuses, since neither removing
@@ -141,9 +141,11 @@ func DecideJoin(o Observation, self Pet, pets []Pet) (Join, error) {
 			j.Remove = append(j.Remove, m.ID)
 		}
 	}
-	if !o.Quorum() && kept && initial && len(j.Remove) == 0 {
-		// The initial cluster is still forming, waiting for this member:
-		// it bootstraps with the others' configuration.
+	if kept && initial && len(j.Remove) == 0 {
+		// A member of the initial cluster that never started (the
+		// cluster formed, or is forming, without it yet): it bootstraps
+		// with the configuration the others started with, as etcd's
+		// initial members all do.
 		return Join{State: "new", InitialCluster: InitialCluster(o.Members, pets)}, nil
 	}
 	if !o.Quorum() && (!kept || len(j.Remove) > 0) {
