@@ -328,6 +328,9 @@ func etcdWithin(t *testing.T, d time.Duration, what string, cond func() bool, ex
 	return time.Since(start)
 }
 
+// writerTimeout bounds each put of etcdWriter.
+const writerTimeout = 500 * time.Millisecond
+
 // etcdWriter puts a key every 100 ms through a client on the members,
 // until stopped, and records when puts failed.
 type etcdWriter struct {
@@ -359,7 +362,7 @@ func startEtcdWriter(c *clientv3.Client) *etcdWriter {
 			case <-tick.C:
 			}
 			start := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), writerTimeout)
 			_, err := c.Put(ctx, fmt.Sprintf("writer/%06d", i), start.Format(time.RFC3339Nano))
 			cancel()
 			switch {

@@ -39,9 +39,10 @@ func (c *cluster) client(urls []string) (*clientv3.Client, error) {
 }
 
 // Observe asks each of urls, and then each client URL the member list
-// names besides, for its status and health, and lists the members
-// through the endpoints that answered.
-func (c *cluster) Observe(ctx context.Context, urls []string) (Observation, error) {
+// names besides (but those of skip), for its status and health, and lists
+// the members through the endpoints that answered.
+func (c *cluster) Observe(ctx context.Context, urls []string, skip ...string) (Observation, error) {
+	urls = slices.DeleteFunc(slices.Clone(urls), func(u string) bool { return slices.Contains(skip, u) })
 	var o Observation
 	o.Endpoints = c.probe(ctx, urls)
 	if !o.Reached() {
@@ -55,7 +56,7 @@ func (c *cluster) Observe(ctx context.Context, urls []string) (Observation, erro
 	var more []string
 	for _, m := range members {
 		for _, u := range m.ClientURLs {
-			if !slices.Contains(urls, u) && !slices.Contains(more, u) {
+			if !slices.Contains(urls, u) && !slices.Contains(more, u) && !slices.Contains(skip, u) {
 				more = append(more, u)
 			}
 		}

@@ -194,7 +194,10 @@ const settleFor = 5 * time.Second
 func (f *Flavor) decideJoin(ctx context.Context, c *cluster, urls []string, self Pet, pets []Pet) (Observation, Join, error) {
 	deadline := time.Now().Add(settleFor)
 	for {
-		o, err := c.Observe(ctx, urls)
+		// The pet's own endpoint is not asked: its instance is yet to be
+		// made (an earlier one is gone), and a gone address costs the
+		// whole timeout.
+		o, err := c.Observe(ctx, urls, self.ClientURL)
 		if err != nil {
 			return o, Join{}, err
 		}
