@@ -199,6 +199,7 @@ func (l *loader) decodeAllocation(g *Group, b *hcl.Block, content *hcl.BodyConte
 		}
 	default:
 		g.LogicalIDs = l.logicalIDs(la, g.Name)
+		g.LogicalIDsExpr = la.Expr
 	}
 }
 

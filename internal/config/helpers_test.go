@@ -66,7 +66,7 @@ func clearSource(st *config.Stack) *config.Stack {
 		p.PropertiesExpr = nil
 	}
 	for _, g := range st.Groups {
-		g.DeclRange = hcl.Range{}
+		g.DeclRange, g.LogicalIDsExpr = hcl.Range{}, nil
 		clearPlugin(&g.Instance)
 		for i := range g.Flavors {
 			clearPlugin(&g.Flavors[i])

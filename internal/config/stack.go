@@ -147,6 +147,9 @@ type Group struct {
 	Autoscale *Autoscale `json:"autoscale,omitempty"`
 
 	DeclRange hcl.Range `json:"-"`
+	// LogicalIDsExpr is the logical_ids expression (nil without one), where
+	// a flavor's diagnostic about a logical ID is reported.
+	LogicalIDsExpr hcl.Expression `json:"-"`
 }
 
 // DefaultDrainDelay is the drain_delay of a group that sets none: a few

@@ -122,9 +122,37 @@ func (pv *providerValidation) flavors(g *Group) {
 		what := fmt.Sprintf("provider %q (flavor type %q)", f.Provider, f.Type)
 		if pv.checkJSON(obj.Schema, f, what) {
 			err := pv.v.ValidateFlavor(pv.ctx, f.Provider, f.Type, f.Properties, g.Allocation())
+			err = pv.allocationErrors(err, g, what)
 			pv.providerError(err, f.PropertiesExpr, f.fallback(), what)
 		}
 	}
+}
+
+// allocationErrors reports the diagnostics of a flavor's Validate that are
+// about the group's allocation (their path starts with
+// flavor.AllocationPath) at the group's logical_ids, and returns the rest.
+func (pv *providerValidation) allocationErrors(err error, g *Group, what string) error {
+	var pd provider.Diagnostics
+	if !errors.As(err, &pd) {
+		return err
+	}
+	var rest provider.Diagnostics
+	for _, d := range pd {
+		if len(d.Path) < 2 || d.Path[0] != flavor.AllocationPath || d.Path[1] != "logical_ids" {
+			rest = append(rest, d)
+			continue
+		}
+		subject := g.DeclRange
+		if g.LogicalIDsExpr != nil {
+			subject, _, _ = exprAt(g.LogicalIDsExpr, d.Path[2:])
+		}
+		d.Path = nil
+		pv.providerError(provider.Diagnostics{d}, nil, subject, what)
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	return rest
 }
 
 // autoscale checks that the source of each autoscale check serves metrics.

@@ -164,6 +164,30 @@ func TestValidateWithProviders(t *testing.T) {
 			calls: []string{`instance sim container {}`, `flavor van vanilla {"anything":[1,2]} size=0 ids=[x y]`},
 		},
 		{
+			name: "a flavor's diagnostic about a logical ID points at it in logical_ids",
+			src: `group "g" {
+  logical_ids = ["x", "y"]
+  instance {
+    provider = sim
+    type     = "container"
+  }
+  flavor { provider = van }
+}
+`,
+			setup: func(f *fakeProviders) {
+				f.flavor = func(_, _ string, _ json.RawMessage, _ flavor.Allocation) error {
+					return provider.Diagnostics{
+						{Severity: provider.Error, Summary: "Invalid member address", Detail: "y is not one", Path: flavor.LogicalIDPath(1)},
+						{Severity: provider.Warning, Summary: "Even number of members", Path: []string{flavor.AllocationPath, "logical_ids"}},
+					}
+				}
+			},
+			want: []wantDiag{
+				{"stack.hcl:8:23", "Invalid member address", "y is not one", false},
+				{"stack.hcl:8:17", "Even number of members", `Reported by provider "van" (flavor type "vanilla").`, true},
+			},
+		},
+		{
 			name: "unknown instance type",
 			src:  instanceGroup("computer", "{ cpu = 1 }"),
 			want: []wantDiag{{"stack.hcl:11:18", "Unknown instance type", `Provider "sim" has no instance type "computer"; it serves "compute", "container". Did you mean "compute"?`, false}},

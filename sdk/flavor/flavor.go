@@ -5,6 +5,7 @@ package flavor
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +16,18 @@ import (
 type Allocation struct {
 	Size       int
 	LogicalIDs []instance.LogicalID
+}
+
+// AllocationPath starts the path of a Validate diagnostic about the
+// allocation rather than the properties: the host reports one at
+// LogicalIDPath(i) at the group's i-th logical ID. The angle brackets keep
+// it apart from any property name.
+const AllocationPath = "<allocation>"
+
+// LogicalIDPath is the path of a diagnostic about the i-th logical ID of
+// the allocation a flavor validates.
+func LogicalIDPath(i int) []string {
+	return []string{AllocationPath, "logical_ids", strconv.Itoa(i)}
 }
 
 // Index places one instance being prepared within its group.

@@ -231,7 +231,16 @@ var (
 
 func (x flavorClient) Validate(ctx context.Context, properties json.RawMessage, allocation flavor.Allocation) error {
 	resp, err := x.c.flavors.Validate(ctx, &pb.FlavorValidateRequest{Type: x.typ, Properties: properties, Allocation: allocationToProto(allocation)})
-	return x.c.check(ctx, "Validate", err, resp.GetDiagnostics())
+	if err := x.c.check(ctx, "Validate", err, resp.GetDiagnostics()); err != nil {
+		return err
+	}
+	// Warnings alone come back too, as provider.Diagnostics without an
+	// error among them: validate shows them (an even number of cluster
+	// members, say) and goes on.
+	if ds := diagnosticsFromProto(resp.GetDiagnostics()); len(ds) > 0 {
+		return x.c.fail("Validate", ds)
+	}
+	return nil
 }
 
 func (x flavorClient) Prepare(ctx context.Context, properties json.RawMessage, spec instance.Spec, allocation flavor.Allocation, index flavor.Index) (instance.Spec, error) {

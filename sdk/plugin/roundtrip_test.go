@@ -269,6 +269,12 @@ func TestRoundTrip(t *testing.T) {
 		}
 		err := f.Validate(ctx, nil, flavor.Allocation{Size: -1})
 		wantDiagnostics(t, err, "Validate", provider.AttributeError("Invalid size", "size must not be negative", "size"))
+		// A flavor's warnings alone reach the host too, as diagnostics
+		// with no error among them (validate shows them and goes on).
+		err = f.Validate(ctx, json.RawMessage(`{"old":1}`), pets)
+		wantDiagnostics(t, err, "Validate", provider.Diagnostics{
+			{Severity: provider.Warning, Summary: "Deprecated attribute", Detail: "old is going away", Path: []string{"old"}},
+		})
 
 		lid := instance.LogicalID("a")
 		in := instance.Spec{Properties: json.RawMessage(`{"x":1}`), Tags: map[string]string{"t": "1"}, Init: "first\n", LogicalID: &lid}

@@ -42,6 +42,10 @@ type Properties struct {
 	Env     map[string]string
 	Labels  map[string]string
 	Network string
+	// FixedIP gives a pet the IP that is its logical ID on Network (a
+	// user-defined network whose subnet holds it), so a replacement of the
+	// pet has the same address.
+	FixedIP bool
 	Ports   []Port
 	// CPUs is the CPU quota (1.5 = one and a half cores); 0 means no limit.
 	CPUs float64
@@ -93,6 +97,8 @@ func Schema() provider.Schema {
 			Description: "Container labels besides the instance's tags; keys starting with \"infrakit.\" are reserved."},
 		"network": {Type: "string",
 			Description: fmt.Sprintf("Network to attach to (bridge, host, none, or a user-defined network); default %q. The Address is the container's IP on it.", DefaultNetwork)},
+		"fixed_ip": {Type: "bool",
+			Description: "Give each pet the IPv4 address that is its logical ID on network, which must be a user-defined network whose subnet holds it: a pet and each replacement of it have the same address. Pets only; cattle get an address from Docker as without it."},
 		"ports": {Type: "list(string)",
 			Description: "Container ports: \"8080\" or \"8080/udp\" exposes one; \"[host_ip:]host_port:container_port[/proto]\" also publishes it (host_port 0: Docker picks). The first one's container port is the Address's port."},
 		"cpus": {Type: "number",
@@ -106,7 +112,7 @@ func Schema() provider.Schema {
 	}}
 }
 
-var topKeys = []string{"image", "command", "env", "labels", "network", "ports", "cpus", "memory", "restart", "stop_timeout"}
+var topKeys = []string{"image", "command", "env", "labels", "network", "fixed_ip", "ports", "cpus", "memory", "restart", "stop_timeout"}
 
 // Parse decodes and checks the properties. A non-nil error is
 // provider.Diagnostics with one diagnostic per problem, each at the path of
@@ -158,6 +164,15 @@ func Parse(raw json.RawMessage) (Properties, error) {
 			p.Network = s
 		}
 	}
+	if v, ok := fields.Get("fixed_ip"); ok {
+		if b, ok := d.Bool(v, []string{"fixed_ip"}); ok {
+			if b && !userDefinedNetwork(p.Network) {
+				d.Errorf([]string{"fixed_ip"}, "Fixed IP needs a user-defined network",
+					"Docker assigns chosen addresses only on a user-defined network with a subnet; set network to one (created with docker network create --subnet ...), not %q.", p.Network)
+			}
+			p.FixedIP = b
+		}
+	}
 	if v, ok := fields.Get("ports"); ok {
 		p.Ports = decodePorts(&d, v)
 		if p.Network == "host" || p.Network == "none" {
@@ -198,6 +213,22 @@ func Parse(raw json.RawMessage) (Properties, error) {
 		return Properties{}, err
 	}
 	return p, nil
+}
+
+// userDefinedNetwork reports whether name is not one of Docker's own
+// networks (bridge, host, none), on which no address can be chosen.
+func userDefinedNetwork(name string) bool {
+	return name != "bridge" && name != "host" && name != "none" && name != "default"
+}
+
+// FixedIPv4 is the address a pet gets with fixed_ip: its logical ID, which
+// must be an IPv4 address.
+func FixedIPv4(logicalID string) (string, error) {
+	ip := net.ParseIP(logicalID)
+	if ip == nil || ip.To4() == nil {
+		return "", fmt.Errorf("fixed_ip: logical ID %q is not an IPv4 address, so it cannot be the container's address", logicalID)
+	}
+	return ip.To4().String(), nil
 }
 
 // checkImage returns why s cannot name an image, or "".

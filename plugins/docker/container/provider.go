@@ -152,6 +152,9 @@ func (p *Provider) Provision(ctx context.Context, spec instance.Spec) (instance.
 		return "", err
 	}
 	cfg := containerConfig(props, spec.Properties, spec)
+	if cfg.NetworkingConfig, err = fixedEndpoint(props, spec); err != nil {
+		return "", err
+	}
 	var created engine.Created
 	for range nameAttempts {
 		name := containerName(spec.Tags, spec.LogicalID, randomSuffix())
@@ -183,6 +186,22 @@ func (p *Provider) Provision(ctx context.Context, spec instance.Spec) (instance.
 	}
 	p.logger.Debug("provisioned", "id", id, "image", props.Image)
 	return id, nil
+}
+
+// fixedEndpoint is the endpoint of a pet with fixed_ip: its logical ID as
+// its IPv4 address on the network, and as a network alias; nil for cattle
+// and without fixed_ip.
+func fixedEndpoint(p Properties, spec instance.Spec) (*engine.NetworkingConfig, error) {
+	if !p.FixedIP || spec.LogicalID == nil {
+		return nil, nil
+	}
+	ip, err := FixedIPv4(string(*spec.LogicalID))
+	if err != nil {
+		return nil, err
+	}
+	return &engine.NetworkingConfig{EndpointsConfig: map[string]engine.EndpointSettings{
+		p.Network: {IPAMConfig: &engine.EndpointIPAM{IPv4Address: ip}},
+	}}, nil
 }
 
 // randomSuffix is 8 random hex digits.

@@ -19,6 +19,25 @@ type ContainerConfig struct {
 	// StopTimeout is the grace in seconds a stop gives the container.
 	StopTimeout *int       `json:"StopTimeout,omitempty"`
 	HostConfig  HostConfig `json:"HostConfig"`
+	// NetworkingConfig sets the container's endpoint on its network (a
+	// fixed IP, aliases); nil lets Docker choose.
+	NetworkingConfig *NetworkingConfig `json:"NetworkingConfig,omitempty"`
+}
+
+// NetworkingConfig is the endpoint settings of a create, by network name.
+type NetworkingConfig struct {
+	EndpointsConfig map[string]EndpointSettings `json:"EndpointsConfig"`
+}
+
+// EndpointSettings is how a container attaches to one network.
+type EndpointSettings struct {
+	IPAMConfig *EndpointIPAM `json:"IPAMConfig,omitempty"`
+	Aliases    []string      `json:"Aliases,omitempty"`
+}
+
+// EndpointIPAM is the address a container asks for on a network.
+type EndpointIPAM struct {
+	IPv4Address string `json:"IPv4Address,omitempty"`
 }
 
 // HostConfig is the part of a container's configuration that depends on the host.
