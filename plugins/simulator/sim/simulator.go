@@ -58,6 +58,11 @@ type Simulator struct {
 	// caches holds a *store.Cache[instanceRecord] per instance collection,
 	// shared by every DescribeInstances and Watch of that type.
 	caches sync.Map
+	// authCaches holds a *store.Cache[authRecord] per authorization
+	// collection: an enrollment's sync lists every authorization, and
+	// re-reading 10,000 files for it cost the simulator more than the
+	// rest of an idle watch.
+	authCaches sync.Map
 }
 
 // New opens the store (creating nothing until the first write).
@@ -75,6 +80,10 @@ func New(cfg Config) (*Simulator, error) {
 func (s *Simulator) Close() error {
 	s.caches.Range(func(_, c any) bool {
 		c.(*store.Cache[instanceRecord]).Close()
+		return true
+	})
+	s.authCaches.Range(func(_, c any) bool {
+		c.(*store.Cache[authRecord]).Close()
 		return true
 	})
 	return s.store.Close()
@@ -101,7 +110,9 @@ func (s *Simulator) Flavor() *Flavor { return &Flavor{sim: s} }
 
 // Authorizer returns the NFS authorizer of one type.
 func (s *Simulator) Authorizer(typ string) *Authorizer {
-	return &Authorizer{sim: s, collection: "authorizations/" + typ}
+	c := "authorizations/" + typ
+	cache, _ := s.authCaches.LoadOrStore(c, new(store.Cache[authRecord]))
+	return &Authorizer{sim: s, collection: c, cache: cache.(*store.Cache[authRecord])}
 }
 
 // Metadata describes what the simulator serves.
