@@ -63,6 +63,8 @@ type Simulator struct {
 	// re-reading 10,000 files for it cost the simulator more than the
 	// rest of an idle watch.
 	authCaches sync.Map
+	// lbCache holds the load balancers' records (see LoadBalancer.read).
+	lbCache *store.Cache[lbRecord]
 }
 
 // New opens the store (creating nothing until the first write).
@@ -72,7 +74,7 @@ func New(cfg Config) (*Simulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
-	return &Simulator{cfg: cfg, store: st}, nil
+	return &Simulator{cfg: cfg, store: st, lbCache: new(store.Cache[lbRecord])}, nil
 }
 
 // Close releases the store's lock files and the listing caches' inotify
@@ -86,6 +88,7 @@ func (s *Simulator) Close() error {
 		c.(*store.Cache[authRecord]).Close()
 		return true
 	})
+	s.lbCache.Close()
 	return s.store.Close()
 }
 
