@@ -18,6 +18,7 @@ import (
 	"github.com/posener/complete"
 
 	"github.com/infrakit/infrakit/command"
+	"github.com/infrakit/infrakit/internal/profiling"
 	"github.com/infrakit/infrakit/internal/remote"
 )
 
@@ -46,6 +47,17 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeLog()
+
+	stopProfile, err := profiling.Start(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "Error: %s\n", err)
+		return 1
+	}
+	defer func() {
+		if err := stopProfile(); err != nil {
+			fmt.Fprintf(stderr, "Warning: %s\n", err)
+		}
+	}()
 
 	dir, args, err := extractChdir(args)
 	if err != nil {
@@ -259,6 +271,8 @@ Environment:
                           for provider binaries, after -plugin-dir.
   INFRAKIT_SIMULATOR_DIR  Where the simulator provider keeps its objects
                           (default .infrakit/simulator).
+  INFRAKIT_CPUPROFILE     Write a Go CPU profile of this invocation here.
+  INFRAKIT_MEMPROFILE     Write a Go heap profile here when it ends.
   INFRAKIT_PROVIDER_ENV   Further variables providers inherit (names, or
                           NAME_* prefixes); otherwise only an allow-list.
   NO_COLOR                Set to anything: print without ANSI colors (as

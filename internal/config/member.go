@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -59,8 +60,13 @@ func (t *EnrollmentTarget) evalContext(member cty.Value) *hcl.EvalContext {
 	for k, v := range t.Scope {
 		vars[k] = v.Value
 	}
-	return &hcl.EvalContext{Variables: vars, Functions: Functions()}
+	return &hcl.EvalContext{Variables: vars, Functions: memberFunctions()}
 }
+
+// memberFunctions is one Functions map shared by every member's
+// evaluation (built once: making it per member cost an idle watch of
+// 10,000 enrolled members 8 % of its CPU). Nothing writes to it.
+var memberFunctions = sync.OnceValue(Functions)
 
 // PropertiesExpression is the target's properties as an expression: the one
 // parsed from the stack file, or re-parsed from the source text kept in state.

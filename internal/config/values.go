@@ -180,6 +180,13 @@ func valueJSON(v cty.Value) (json.RawMessage, error) {
 	if !v.IsWhollyKnown() {
 		return nil, fmt.Errorf("the value is not known")
 	}
+	if fastJSON(v.Type()) && !v.ContainsMarked() {
+		b, err := appendValueJSON(nil, v)
+		if err != nil {
+			return nil, err
+		}
+		return json.RawMessage(b), nil
+	}
 	b, err := ctyjson.Marshal(v, v.Type())
 	if err != nil {
 		return nil, err

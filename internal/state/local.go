@@ -93,6 +93,27 @@ func (l *Local) Read(ctx context.Context) (*Document, error) {
 	return doc, nil
 }
 
+// Unchanged reports whether the state file still holds exactly what this
+// Local last read or wrote, with header h: then a document decoded from
+// (or encoded to) it then is still the state, and need not be decoded
+// again (a watch of 10,000 members spent 80 ms on each). It reads the
+// file but does not decode it.
+func (l *Local) Unchanged(ctx context.Context, h Header) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	data, err := os.ReadFile(l.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read state: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last != nil && l.lastHeader == h && bytes.Equal(data, l.last), nil
+}
+
 // decode is Decode plus a pointer to the backup when the file is refused.
 func (l *Local) decode(data []byte) (*Document, error) {
 	doc, err := Decode(l.path, data)

@@ -100,6 +100,16 @@ type ConflictError struct {
 	Read Header
 }
 
+// Revalidator is a Store that can tell, more cheaply than a Read, whether
+// what it stores is still exactly what it last read or wrote at header h
+// (Local: the file's bytes). A caller that kept that document unchanged
+// may then use it instead of reading again.
+type Revalidator interface {
+	Unchanged(ctx context.Context, h Header) (bool, error)
+}
+
+var _ Revalidator = (*Local)(nil)
+
 // Header is the identity of a stored document.
 type Header struct {
 	Exists  bool

@@ -25,7 +25,17 @@ import (
 // of them when the applied stack changes or a leadership begins. One sync
 // runs at a time, under the state lease like a pass, and never while a
 // pass of a group it covers acts (acting.go); syncs wanted while one runs
-// are made by the next, together. Backends of members that leave
+// are made by the next, together.
+//
+// A sync re-lists everything it covers, which costs in proportion to the
+// members: a follower of up to relistUnit members is synced every
+// sync_interval; a bigger one, whose groups no pass saw change, only
+// every sync_interval × ⌈members / relistUnit⌉ (at most relistCap), so an
+// idle watch of 10,000 members re-lists about as often per member as one
+// of 1,000. That is the bound on repairing what changed behind infrakit's
+// back at a provider (a backend deregistered by hand); a membership change
+// a pass sees is synced at once, and a follower whose last sync failed is
+// synced again on its sync_interval. Backends of members that leave
 // are taken out earlier, by the pass (leaving.go); the authorizations of
 // members that leave are held until their replacements are authorized
 // (the enrollment package's rule), which the sync decides.
@@ -50,6 +60,9 @@ type followers struct {
 	due   time.Time
 	// next is when each follower is due, by followerKey.
 	next map[string]time.Time
+	// syncing are the followers the running sync covers (by key), so that
+	// a failed one is retried on its sync_interval, not its relist time.
+	syncing []follower
 	// doc and term are what the last full sync ran for.
 	doc     *state.Document
 	term    *term
@@ -71,9 +84,46 @@ type follower struct {
 	kind, name string
 	groups     []string
 	every      time.Duration
+	// members is how many members its groups want.
+	members int
 }
 
 func (f follower) key() string { return f.kind + "/" + f.name }
+
+// Re-listing a big follower is spread out (see the top of this file).
+const (
+	relistUnit = 1000
+	relistCap  = 5 * time.Minute
+)
+
+// relistEvery is how long after a sync an idle follower is synced again:
+// its sync_interval up to relistUnit members, then that much longer per
+// relistUnit, at most relistCap (or its sync_interval, if longer).
+func (f follower) relistEvery() time.Duration {
+	n := (f.members + relistUnit - 1) / relistUnit
+	if n <= 1 {
+		return f.every
+	}
+	d := f.every * time.Duration(n)
+	if d > relistCap || d/time.Duration(n) != f.every { // capped, or overflowed
+		d = max(relistCap, f.every)
+	}
+	return d
+}
+
+// wanted is how many members group name of st wants (its size, or its
+// logical IDs).
+func wanted(st *config.Stack, name string) int {
+	g := st.Group(name)
+	switch {
+	case g == nil:
+		return 0
+	case g.Size != nil:
+		return max(*g.Size, 0)
+	default:
+		return len(g.LogicalIDs)
+	}
+}
 
 // followersOf are the ingresses and enrollments of doc's stack that doc
 // does not mark freed, with their sync intervals.
@@ -87,16 +137,23 @@ func followersOf(doc *state.Document) []follower {
 			continue
 		}
 		var groups []string
+		members := 0
 		for _, r := range in.Rules {
-			groups = append(groups, r.Groups...)
+			for _, g := range r.Groups {
+				if !slices.Contains(groups, g) {
+					members += wanted(doc.Stack, g)
+				}
+				groups = append(groups, g)
+			}
 		}
-		out = append(out, follower{kind: "ingress", name: in.Name, groups: groups, every: interval(in.SyncInterval)})
+		out = append(out, follower{kind: "ingress", name: in.Name, groups: groups, every: interval(in.SyncInterval), members: members})
 	}
 	for _, e := range doc.Stack.Enrollments {
 		if st := doc.Enrollments[e.Name]; st != nil && st.Freed {
 			continue
 		}
-		out = append(out, follower{kind: "enrollment", name: e.Name, groups: []string{e.Source}, every: interval(e.SyncInterval)})
+		out = append(out, follower{kind: "enrollment", name: e.Name, groups: []string{e.Source}, every: interval(e.SyncInterval),
+			members: wanted(doc.Stack, e.Source)})
 	}
 	return out
 }
@@ -215,7 +272,7 @@ func (s *service) startFollowers(passCtx context.Context) {
 		f.next = make(map[string]time.Time, len(fs))
 	}
 	for _, fl := range picked {
-		f.next[fl.key()] = now.Add(fl.every)
+		f.next[fl.key()] = now.Add(fl.relistEvery())
 	}
 	if due := nextDue(fs, f.next); !due.IsZero() {
 		f.due = due
@@ -223,7 +280,7 @@ func (s *service) startFollowers(passCtx context.Context) {
 	if len(picked) == 0 {
 		return // nothing due yet
 	}
-	f.running = true
+	f.running, f.syncing = true, picked
 	doc := s.doc
 	go func() {
 		ctx, cancel := termContext(passCtx, t)
@@ -316,10 +373,25 @@ func (s *service) noteConfigured(p *plan.Plan, r *execute.Result) {
 	}
 }
 
+// retryFailed makes the followers of a failed sync due again on their
+// sync_interval, sooner than a big follower's relist time.
+func retryFailed(f *followers, synced []follower, now time.Time) {
+	for _, fl := range synced {
+		if at := now.Add(fl.every); f.next != nil && at.Before(f.next[fl.key()]) {
+			f.next[fl.key()] = at
+		}
+	}
+	if due := nextDue(synced, f.next); !due.IsZero() && due.Before(f.due) {
+		f.due = due
+	}
+}
+
 // followed takes a sync's result.
 func (s *service) followedDone(ctx, passCtx context.Context, r followResult) {
 	f := &s.fol
 	f.running = false
+	synced := f.syncing
+	f.syncing = nil
 	if r.deposed && r.term != nil && r.term == s.term {
 		s.endTerm(fmt.Sprintf("sync of ingresses and enrollments: %v", r.err))
 	}
@@ -331,6 +403,7 @@ func (s *service) followedDone(ctx, passCtx context.Context, r followResult) {
 		s.wantFollowers(nil)
 		s.fol.all = true
 	case r.err != nil:
+		retryFailed(f, synced, time.Now())
 		if msg := r.err.Error(); msg != f.lastErr {
 			f.lastErr = msg
 			s.log.Named("followers").Error("syncing load balancers and authorizations", "error", r.err)

@@ -110,6 +110,13 @@ type lease struct {
 	holders int
 	unlock  func() error
 	doc     *state.Document
+	// kept is the document of the last holding, as stored when it ended,
+	// and spoiled says this holding failed a write (its document may no
+	// longer be what is stored): with a state.Revalidator the next holding
+	// takes kept instead of reading and decoding the state again when the
+	// store still holds it.
+	kept    *state.Document
+	spoiled bool
 }
 
 func newLease(store state.Store, sr *serials, timeout time.Duration) *lease {
@@ -147,7 +154,7 @@ func (l *lease) acquire(ctx context.Context, lineage string, serial uint64) erro
 			return fmt.Errorf("waiting for the state lock: %w", err)
 		}
 		rctx, rcancel := l.bounded(context.WithoutCancel(ctx))
-		doc, err := l.store.Read(rctx)
+		doc, err := l.read(rctx)
 		rcancel()
 		if err != nil {
 			unlock()
@@ -189,12 +196,18 @@ func (l *lease) record(name string, instances []state.Instance) (uint64, error) 
 	if l.holders == 0 {
 		return 0, errors.New("record state: the lease is not held")
 	}
-	st := l.doc.Group(name)
-	if slices.Equal(st.Instances, instances) {
+	// Looked up without adding the group: a holding that writes nothing
+	// leaves the document as stored (it may be kept for the next one).
+	var have []state.Instance
+	if g := l.doc.Groups[name]; g != nil {
+		have = g.Instances
+	}
+	if slices.Equal(have, instances) {
 		return l.doc.Serial, nil
 	}
+	st := l.doc.Group(name)
 	prev := st.Instances
-	st.Instances = instances
+	st.Instances = slices.Clone(instances) // the caller's slice stays the caller's
 	next := l.doc.Serial + 1
 	l.serials.expect(l.doc.Lineage, next)
 	wctx, cancel := context.Background(), func() {}
@@ -203,6 +216,7 @@ func (l *lease) record(name string, instances []state.Instance) (uint64, error) 
 	}
 	defer cancel()
 	if err := l.store.Write(wctx, l.doc); err != nil {
+		l.spoiled = true
 		l.serials.forget(next)
 		st.Instances = prev
 		return 0, fmt.Errorf("record state: %w", err)
@@ -242,6 +256,7 @@ func (l *lease) setSize(name string, from, to int) error {
 	}
 	defer cancel()
 	if err := l.store.Write(wctx, l.doc); err != nil {
+		l.spoiled = true
 		l.serials.forget(serial)
 		l.doc.Stack = st
 		return fmt.Errorf("set size: %w", err)
@@ -263,7 +278,25 @@ func (l *lease) releaseLocked() {
 	if l.unlock != nil {
 		_ = l.unlock() // the flock goes with the descriptor in any case
 	}
-	l.unlock, l.doc = nil, nil
+	l.kept = l.doc
+	if l.spoiled {
+		l.kept = nil
+	}
+	l.unlock, l.doc, l.spoiled = nil, nil, false
+}
+
+// read is the state for a new holding: the document kept from the last
+// one when the store still holds it, else what the store reads.
+func (l *lease) read(ctx context.Context) (*state.Document, error) {
+	kept := l.kept
+	l.kept = nil
+	if rv, ok := l.store.(state.Revalidator); ok && kept != nil {
+		h := state.Header{Exists: true, Lineage: kept.Lineage, Serial: kept.Serial}
+		if same, err := rv.Unchanged(ctx, h); err == nil && same {
+			return kept, nil
+		}
+	}
+	return l.store.Read(ctx)
 }
 
 // sortedInstances sorts a group's recorded members by ID, as the state

@@ -74,6 +74,7 @@ func Serve(cfg *ServeConfig) {
 		logger = NewLogger()
 	}
 	watchHost(logger, os.Getppid(), hostPIDFromEnv())
+	stopProfile := startProfile(logger)
 
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: handshake,
@@ -84,6 +85,7 @@ func Serve(cfg *ServeConfig) {
 		Logger:     logger,
 	})
 	// goplugin.Serve returns once the host shut the server down (Kill).
+	stopProfile()
 	os.Exit(0)
 }
 

@@ -227,7 +227,10 @@ func UpToDate(have, want nfs.Authorization) bool {
 			return false
 		}
 	}
-	return bytes.Equal(canonical(have.Properties), canonical(want.Properties))
+	// The same bytes are the same JSON value; only others need the
+	// (costly) canonical form.
+	return bytes.Equal(have.Properties, want.Properties) ||
+		bytes.Equal(canonical(have.Properties), canonical(want.Properties))
 }
 
 // canonical re-encodes a JSON value with sorted keys and plain numbers; an

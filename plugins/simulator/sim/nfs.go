@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/infrakit/infrakit/plugins/simulator/store"
@@ -29,6 +30,7 @@ type authRecord struct {
 type Authorizer struct {
 	sim        *Simulator
 	collection string
+	cache      *store.Cache[authRecord]
 }
 
 var _ nfs.Authorizer = (*Authorizer)(nil)
@@ -38,9 +40,10 @@ func (a *Authorizer) Validate(ctx context.Context, properties json.RawMessage) e
 	return validateObject(properties)
 }
 
-// Describe lists the authorizations, sorted by ID.
+// Describe lists the authorizations, sorted by ID, through the listing
+// cache (see store.Cache): only files that changed are read again.
 func (a *Authorizer) Describe(ctx context.Context) ([]nfs.Authorization, error) {
-	objs, err := store.List[authRecord](ctx, a.sim.store, a.collection)
+	objs, err := store.ListCached(ctx, a.sim.store, a.collection, a.cache)
 	if err != nil {
 		return nil, fmt.Errorf("describe authorizations: %w", err)
 	}
@@ -52,9 +55,9 @@ func (a *Authorizer) Describe(ctx context.Context) ([]nfs.Authorization, error) 
 			SourceID:   instance.ID(r.SourceID),
 			Host:       r.Host,
 			Volume:     r.Volume,
-			Options:    r.Options,
+			Options:    slices.Clone(r.Options), // the cache's record is shared
 			Properties: compact(r.Properties),
-			Tags:       r.Tags,
+			Tags:       maps.Clone(r.Tags),
 		})
 	}
 	return out, nil

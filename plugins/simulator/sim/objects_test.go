@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"pgregory.net/rapid"
 
+	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/sdk/flavor"
 	"github.com/infrakit/infrakit/sdk/instance"
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
@@ -464,4 +465,32 @@ func setHealthIn(t *testing.T, path, health string) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Describe lists authorizations through a cache, yet sees what changed
+// on disk behind it: a file removed by hand, one written by another
+// Simulator on the same directory.
+func TestAuthorizerDescribeFollowsTheDirectory(t *testing.T) {
+	s := newSim(t, Config{})
+	other := newSim(t, Config{Dir: s.Dir()})
+	ctx := context.Background()
+	a := s.Authorizer("disk")
+	id1, err := a.Authorize(ctx, nfs.Authorization{SourceID: "m-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.Describe(ctx); err != nil || len(got) != 1 || got[0].ID != id1 {
+		t.Fatalf("Describe = %+v, %v; want %s", got, err, id1)
+	}
+	id2, err := other.Authorizer("disk").Authorize(ctx, nfs.Authorization{SourceID: "m-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(s.Dir(), "authorizations", "disk", id1+".json")); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "the listing following the directory", func() bool {
+		got, err := a.Describe(ctx)
+		return err == nil && len(got) == 1 && got[0].ID == id2 && got[0].SourceID == "m-2"
+	})
 }

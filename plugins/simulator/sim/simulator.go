@@ -58,6 +58,13 @@ type Simulator struct {
 	// caches holds a *store.Cache[instanceRecord] per instance collection,
 	// shared by every DescribeInstances and Watch of that type.
 	caches sync.Map
+	// authCaches holds a *store.Cache[authRecord] per authorization
+	// collection: an enrollment's sync lists every authorization, and
+	// re-reading 10,000 files for it cost the simulator more than the
+	// rest of an idle watch.
+	authCaches sync.Map
+	// lbCache holds the load balancers' records (see LoadBalancer.read).
+	lbCache *store.Cache[lbRecord]
 }
 
 // New opens the store (creating nothing until the first write).
@@ -67,7 +74,7 @@ func New(cfg Config) (*Simulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
-	return &Simulator{cfg: cfg, store: st}, nil
+	return &Simulator{cfg: cfg, store: st, lbCache: new(store.Cache[lbRecord])}, nil
 }
 
 // Close releases the store's lock files and the listing caches' inotify
@@ -77,6 +84,11 @@ func (s *Simulator) Close() error {
 		c.(*store.Cache[instanceRecord]).Close()
 		return true
 	})
+	s.authCaches.Range(func(_, c any) bool {
+		c.(*store.Cache[authRecord]).Close()
+		return true
+	})
+	s.lbCache.Close()
 	return s.store.Close()
 }
 
@@ -101,7 +113,9 @@ func (s *Simulator) Flavor() *Flavor { return &Flavor{sim: s} }
 
 // Authorizer returns the NFS authorizer of one type.
 func (s *Simulator) Authorizer(typ string) *Authorizer {
-	return &Authorizer{sim: s, collection: "authorizations/" + typ}
+	c := "authorizations/" + typ
+	cache, _ := s.authCaches.LoadOrStore(c, new(store.Cache[authRecord]))
+	return &Authorizer{sim: s, collection: c, cache: cache.(*store.Cache[authRecord])}
 }
 
 // Metadata describes what the simulator serves.
