@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/big"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,15 +23,6 @@ import (
 // etcdmember flavor) with the real binaries, each on a Docker network of
 // its own with a subnet of its own, and look at the cluster through etcd's
 // official client, at the containers' addresses on that network only.
-
-// etcdBuild builds the etcdmember provider into binDir once.
-var etcdBuild = sync.OnceValue(func() error {
-	cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "infrakit-provider-etcdmember"), "github.com/infrakit/infrakit/plugins/etcdmember")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build plugins/etcdmember: %w\n%s", err, out)
-	}
-	return nil
-})
 
 // etcdElection is the election timeout testdata/etcd-cluster/stack.hcl
 // configures (ETCD_ELECTION_TIMEOUT).
@@ -59,9 +49,6 @@ func newEtcdEnv(t *testing.T) *etcdEnv {
 	}
 	if _, err := os.Stat("/usr/bin/etcd"); err != nil {
 		t.Fatal("/usr/bin/etcd is missing (Debian's etcd-server package): the member image is built around it")
-	}
-	if err := etcdBuild(); err != nil {
-		t.Fatal(err)
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])

@@ -156,9 +156,6 @@ func memberID(t *testing.T, v clusterView, name string) uint64 {
 // at that logical ID in the stack file. validate does not need Docker.
 func TestEtcdClusterValidate(t *testing.T) {
 	t.Parallel()
-	if err := etcdBuild(); err != nil {
-		t.Fatal(err)
-	}
 	src := func(lids string) string {
 		return `stack "v" {}
 provider "docker" {}
@@ -241,13 +238,15 @@ func (p *watchProc) etcdGroup() etcdGroupStatus {
 	return etcdGroupStatus{Passes: s.Passes}
 }
 
-// TestEtcdClusterQuorumLoss: losing 2 of 3 members at once leaves the
-// survivor judged unknown (never unhealthy), and nothing is replaced while
-// there is no quorum: a replacement that is tried cannot join, and the
-// flavor says why, pass after pass. Then the person's action of the
-// walk-through (website/etcd-cluster.md): read what is needed from the
-// survivor (serializable reads work without a quorum), remove it, and
-// watch forms a new cluster of all three, into which the data is put back.
+// TestEtcdClusterQuorumLoss: losing 2 of 3 members at once engages the
+// mass-failure brake (the stack's health { brake_min = 2 }), the survivor
+// is judged unknown (never unhealthy), and nothing is replaced while there
+// is no quorum: once the brake releases, a replacement that is tried
+// cannot join, and the flavor says why, pass after pass. Then the person's
+// action of the walk-through (website/etcd-cluster.md): read what is
+// needed from the survivor (serializable reads work without a quorum),
+// remove it, and watch forms a new cluster of all three, into which the
+// data is put back.
 func TestEtcdClusterQuorumLoss(t *testing.T) {
 	t.Parallel()
 	e := newEtcdEnv(t)
@@ -271,20 +270,40 @@ func TestEtcdClusterQuorumLoss(t *testing.T) {
 	survivor := lids[0]
 	e.docker("kill", before[lids[1]], before[lids[2]])
 
-	// Replacement is held: the brake when it engages (more than half of
-	// the group and at least 3 members dead at once), and in any case the
-	// flavor, which refuses to add a member to a cluster without a quorum
-	// and says so. The survivor is judged unknown, never unhealthy, so it
-	// is not replaced either.
-	braked := false
+	// The brake engages: 2 of the 3 members died at once, a majority and
+	// brake_min. Its event stays in /v1/events after it releases (with
+	// -brake-settle 2s it holds a few seconds), and watch logs it.
 	var g etcdGroupStatus
-	explain := func() { t.Logf("status of group etcd: %+v; containers: %v", g, e.containers()) }
+	explain := func() {
+		t.Logf("status of group etcd: %+v; containers: %v; events: %v", g, e.containers(), p.mbbEvents())
+	}
+	var brake mbbEvent
+	etcdWithin(t, 2*time.Minute, "the mass-failure brake engaged on group etcd", func() bool {
+		evs := p.mbbEvents()
+		i := slices.IndexFunc(evs, func(ev mbbEvent) bool { return ev.Kind == "brake" && ev.Group == "etcd" })
+		if i >= 0 {
+			brake = evs[i]
+		}
+		return i >= 0
+	}, explain)
+	if !strings.Contains(brake.Message, "2 of 3 members") {
+		t.Fatalf("brake event %s; want it to count 2 of 3 members dead", brake)
+	}
+	if log := p.stderr.String(); !strings.Contains(log, "mass-failure brake engaged") || !strings.Contains(log, "group=etcd") {
+		t.Fatalf("watch's log does not say the brake engaged on group etcd:\n%s", log)
+	}
+	t.Logf("brake: %s", brake)
+
+	// Once the world holds still the brake releases and the two vanished
+	// pets are owed their replacements; the flavor refuses each, since a
+	// member cannot be added to a cluster without a quorum, and says so.
+	// The survivor is judged unknown, never unhealthy, so it is not
+	// replaced either.
 	etcdWithin(t, 2*time.Minute, "a replacement refused for want of a quorum", func() bool {
 		g = p.etcdGroup()
-		braked = braked || g.Brake.Engaged
 		return strings.Contains(g.LastError, "no quorum")
 	}, explain)
-	t.Logf("refused: %s (brake engaged: %v)", g.LastError, braked)
+	t.Logf("refused: %s", g.LastError)
 	from := g.Passes
 	etcdWithin(t, 2*time.Minute, "5 more passes with the survivor unknown", func() bool {
 		g = p.etcdGroup()
@@ -295,6 +314,11 @@ func TestEtcdClusterQuorumLoss(t *testing.T) {
 	}
 	if g.Health.Healthy != 0 || g.Health.Unhealthy != 0 || g.Actual != 1 {
 		t.Fatalf("group etcd is %+v; want the survivor alone, unknown", g)
+	}
+	for _, ev := range p.mbbEvents() {
+		if ev.Group == "etcd" && ev.Kind == "created" {
+			t.Fatalf("without a quorum watch made a member: %s", ev)
+		}
 	}
 
 	// The person's action: save the data from the survivor, remove it.

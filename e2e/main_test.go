@@ -65,6 +65,7 @@ func buildBinaries(dir string) error {
 		"infrakit-provider-nfsexports":  "github.com/infrakit/infrakit/plugins/nfsexports",
 		"infrakit-provider-docker":      "github.com/infrakit/infrakit/plugins/docker",
 		"infrakit-provider-prometheus":  "github.com/infrakit/infrakit/plugins/prometheus",
+		"infrakit-provider-etcdmember":  "github.com/infrakit/infrakit/plugins/etcdmember",
 		// The HTTP server the process instances of testdata/real run.
 		"webserver": "github.com/infrakit/infrakit/testdata/webserver",
 	}

@@ -29,7 +29,7 @@ var (
 		Attributes: []hcl.AttributeSchema{{Name: "max_parallel"}, {Name: "max_unavailable"}, {Name: "health_timeout"}},
 	}
 	healthSchema = &hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "grace"}, {Name: "replace_unhealthy"}, {Name: "max_replacements_per_hour"}},
+		Attributes: []hcl.AttributeSchema{{Name: "grace"}, {Name: "replace_unhealthy"}, {Name: "max_replacements_per_hour"}, {Name: "brake_min"}},
 	}
 	loadBalancerSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "provider", Required: true}},
@@ -357,6 +357,11 @@ func (l *loader) decodeHealth(h *HealthPolicy, b *hcl.Block) {
 	if a := content.Attributes["max_replacements_per_hour"]; a != nil {
 		if n, ok := l.intAttr(a, 0, maxInt, false); ok {
 			h.MaxReplacementsPerHour = n
+		}
+	}
+	if a := content.Attributes["brake_min"]; a != nil {
+		if n, ok := l.intAttr(a, 1, maxInt, false); ok {
+			h.BrakeMin = n
 		}
 	}
 }

@@ -130,6 +130,9 @@ func encodeGroup(b *hclwrite.Body, g *Group) error {
 		if g.Health.MaxReplacementsPerHour != def.MaxReplacementsPerHour {
 			h.SetAttributeValue("max_replacements_per_hour", cty.NumberIntVal(int64(g.Health.MaxReplacementsPerHour)))
 		}
+		if g.Health.BrakeMin != def.BrakeMin {
+			h.SetAttributeValue("brake_min", cty.NumberIntVal(int64(g.Health.BrakeMin)))
+		}
 	}
 	if g.Autoscale != nil {
 		encodeAutoscale(b.AppendNewBlock(blockAutoscale, nil).Body(), g.Autoscale)

@@ -141,6 +141,8 @@ func genStack() *rapid.Generator[*config.Stack] {
 					Grace:                  genDuration(0).Draw(t, "grace"),
 					ReplaceUnhealthy:       rapid.Bool().Draw(t, "ru"),
 					MaxReplacementsPerHour: rapid.IntRange(0, 10).Draw(t, "mr"),
+					// 0 is the default (no attribute); a file says 1 or more.
+					BrakeMin: rapid.IntRange(0, 5).Draw(t, "bm"),
 				}
 			}
 			if g.Size != nil && rapid.Bool().Draw(t, "autoscale") {

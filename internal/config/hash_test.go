@@ -52,7 +52,7 @@ func TestConfigHashProperties(t *testing.T) {
 		}
 		other.Tags = map[string]string{"t": rapid.String().Draw(t, "tag")}
 		other.Update = config.UpdatePolicy{MaxParallel: 7, MaxUnavailable: 3, HealthTimeout: config.Duration(time.Hour)}
-		other.Health = config.HealthPolicy{Grace: 0, ReplaceUnhealthy: !g.Health.ReplaceUnhealthy, MaxReplacementsPerHour: 9}
+		other.Health = config.HealthPolicy{Grace: 0, ReplaceUnhealthy: !g.Health.ReplaceUnhealthy, MaxReplacementsPerHour: 9, BrakeMin: 2}
 		if other.ConfigHash() != h {
 			t.Fatal("a change outside instance and flavors changed the hash")
 		}

@@ -56,6 +56,7 @@ func TestInvalidStacks(t *testing.T) {
 		{"duplicate_logical_id.hcl", "duplicate_logical_id.hcl:5:42", "Duplicate logical ID", "duplicate_logical_id.hcl:5:18", 0},
 		{"empty_logical_ids.hcl", "empty_logical_ids.hcl:5:17", "Empty logical_ids", "size = 0", 0},
 		{"invalid_update.hcl", "invalid_update.hcl:11:27", "Invalid value", `"max_parallel" must be at least 1`, 0},
+		{"invalid_brake_min.hcl", "invalid_brake_min.hcl:11:24", "Invalid value", `"brake_min" must be at least 1; got 0`, 0},
 		{"bad_duration.hcl", "bad_duration.hcl:11:29", "Invalid duration", `"5 minutes" is not one`, 0},
 		{"bad_properties.hcl", "bad_properties.hcl:9:18", "Invalid properties", "must be an object", 0},
 		{"variable_in_properties.hcl", "variable_in_properties.hcl:9:27", "Variables not allowed", "may not be used here", 0},

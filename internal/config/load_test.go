@@ -251,6 +251,7 @@ provider "sim" { alias = "two" }`,
     grace                     = "0s"
     replace_unhealthy         = false
     max_replacements_per_hour = 6
+    brake_min                 = 2
   }`),
 			check: func(t *testing.T, st *config.Stack) {
 				g := st.Group("g")
@@ -258,7 +259,7 @@ provider "sim" { alias = "two" }`,
 				if g.Update != want {
 					t.Errorf("update = %+v", g.Update)
 				}
-				if g.Health != (config.HealthPolicy{Grace: 0, ReplaceUnhealthy: false, MaxReplacementsPerHour: 6}) {
+				if g.Health != (config.HealthPolicy{Grace: 0, ReplaceUnhealthy: false, MaxReplacementsPerHour: 6, BrakeMin: 2}) {
 					t.Errorf("health = %+v", g.Health)
 				}
 			},

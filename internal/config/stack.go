@@ -206,6 +206,12 @@ type HealthPolicy struct {
 	ReplaceUnhealthy bool     `json:"replace_unhealthy"`
 	// MaxReplacementsPerHour of 0 means unlimited.
 	MaxReplacementsPerHour int `json:"max_replacements_per_hour"`
+	// BrakeMin is the fewest dead members at one observation that engage
+	// watch's mass-failure brake; 0 means watch's default (3). A file can
+	// only say 1 or more; 0 is what a stack without the attribute (or one
+	// stored before it existed) holds, so its JSON and its encoding are
+	// unchanged.
+	BrakeMin int `json:"brake_min,omitempty"`
 }
 
 // DefaultHealthPolicy is the health policy of a group without a health block.

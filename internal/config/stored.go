@@ -151,6 +151,7 @@ func (c *storedCheck) group(g *Group) {
 	h := g.Health
 	c.add(where+" health", durationAtLeast("grace", h.Grace, 0))
 	c.add(where+" health", atLeast("max_replacements_per_hour", h.MaxReplacementsPerHour, 0))
+	c.add(where+" health", atLeast("brake_min", h.BrakeMin, 0))
 	c.add(where, durationAtLeast("drain_delay", g.DrainDelay, 0))
 	c.autoscale(where, g)
 }

@@ -73,6 +73,7 @@ func TestCheckStoredRefuses(t *testing.T) {
 		{"properties not an object", func(st *config.Stack) { st.Groups[0].Flavors[0].Properties = json.RawMessage(`[1]`) }, "must be an object"},
 		{"negative drain delay", func(st *config.Stack) { st.Groups[0].DrainDelay = -1 }, "drain_delay must be at least 0s"},
 		{"negative max_unavailable", func(st *config.Stack) { st.Groups[0].Update.MaxUnavailable = -1 }, "max_unavailable must be at least 0"},
+		{"negative brake_min", func(st *config.Stack) { st.Groups[0].Health.BrakeMin = -1 }, "brake_min must be at least 0"},
 		{"port out of range", func(st *config.Stack) { st.Ingresses[0].Rules[0].Routes[0].LBPort = 70000 }, "lb_port must be between 1 and 65535"},
 		{"deep target properties", func(st *config.Stack) {
 			st.Enrollments[0].Target.Properties = strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000)

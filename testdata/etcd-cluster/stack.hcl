@@ -51,5 +51,12 @@ group "etcd" {
 
   health {
     grace = "5s"
+    # Losing 2 of these 3 at once loses the quorum: for a quorum system a
+    # majority lost is a mass failure, so the brake engages at 2 dead (the
+    # default, 3, never could in a group of 3). Replacements wait for the
+    # world to hold still; the flavor then refuses to add a member to a
+    # cluster without a quorum until it is back or a person acts
+    # (website/etcd-cluster.md, "Losing the quorum").
+    brake_min = 2
   }
 }

@@ -1,6 +1,7 @@
 package heal
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -48,6 +49,58 @@ func TestBrakeEngages(t *testing.T) {
 			}
 			if st := tr.Status(t0.Add(time.Second)); st.Braked != tt.want || (tt.want && !st.BrakedSince.Equal(t0.Add(time.Second))) {
 				t.Fatalf("status %+v", st)
+			}
+		})
+	}
+}
+
+// TestBrakeMin: a group's health { brake_min } sets the fewest dead that
+// engage the brake. A 3-member quorum system (etcd) sets 2: 2 of 3 lost
+// at once is its mass failure, which the default (3) lets through.
+func TestBrakeMin(t *testing.T) {
+	trio := []group.Member{pet("m0", "a", healthy), pet("m1", "b", healthy), pet("m2", "c", healthy)}
+	// The survivor of a lost quorum: its flavor cannot tell, so unknown.
+	survivor := []group.Member{pet("m0", "a", unknown)}
+	tests := []struct {
+		name     string
+		brakeMin int // health { brake_min }; 0 when the block leaves it out
+		d        group.Desired
+		first    []group.Member
+		second   []group.Member
+		want     bool
+	}{
+		{"default: 2 of 3 pets vanish", 0, pets("a", "b", "c"), trio, survivor, false},
+		{"brake_min 2: 2 of 3 pets vanish", 2, pets("a", "b", "c"), trio, survivor, true},
+		{"brake_min 2: 1 of 3 pets vanishes", 2, pets("a", "b", "c"), trio, trio[:2], false},
+		{"brake_min 3: 2 of 3 pets vanish", 3, pets("a", "b", "c"), trio, survivor, false},
+		{"default: 2 of 3 cattle vanish", 0, cattle(3), fleet(3), fleet(1), false},
+		{"brake_min 2: 2 of 3 cattle vanish", 2, cattle(3), fleet(3), fleet(1), true},
+		// Still more than half of the known members: 2 of 5 is no mass failure.
+		{"brake_min 2: 2 of 5 cattle vanish", 2, cattle(5), fleet(5), fleet(3), false},
+		{"brake_min 1: the only member vanishes", 1, cattle(1), fleet(1), nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := configHealth(0, 0)
+			h.BrakeMin = tt.brakeMin
+			p := PolicyFromConfig(h)
+			if p.BrakeMin != tt.brakeMin {
+				t.Fatalf("PolicyFromConfig: BrakeMin %d, want %d", p.BrakeMin, tt.brakeMin)
+			}
+			tr := NewTracker("g", p, t0)
+			if got, want := tr.Policy().BrakeMin, cmp.Or(tt.brakeMin, DefaultBrakeMin); got != want {
+				t.Fatalf("the tracker's BrakeMin is %d, want %d", got, want)
+			}
+			tr.Adjust(t0, tt.d, tt.first)
+			adj, dec, evs := pass(tr, t0.Add(time.Second), tt.d, tt.second)
+			if adj.Braked != tt.want || hasEvent(evs, KindBrakeEngaged) != tt.want {
+				t.Fatalf("braked %v, events %v; want braked %v", adj.Braked, kinds(evs), tt.want)
+			}
+			if tt.want && (len(dec.Create) > 0 || len(dec.Destroy) > 0) {
+				t.Fatalf("braked, yet decision %+v", dec)
+			}
+			if !tt.want && len(dec.Create) != len(tt.first)-len(tt.second) {
+				t.Fatalf("not braked, decision %+v; want the %d vanished replaced", dec, len(tt.first)-len(tt.second))
 			}
 		})
 	}

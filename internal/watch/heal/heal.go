@@ -117,7 +117,8 @@ type Policy struct {
 	// unhealthy; the watch loop sets it to one health interval.
 	Quiet time.Duration
 	// BrakeMin is the fewest dead members that engage the brake
-	// (DefaultBrakeMin).
+	// (DefaultBrakeMin; a group's health { brake_min }). A quorum system
+	// of 3 sets 2: losing a majority at once is its mass failure.
 	BrakeMin int
 	// BrakeConfirm is how many consecutive agreeing observations release
 	// the brake, the engaging one counted (DefaultBrakeConfirm; values
@@ -132,10 +133,10 @@ type Policy struct {
 }
 
 // PolicyFromConfig is the policy of a group's health block, with the other
-// fields at their defaults. (replace_unhealthy is not here: Decide applies
-// it, from group.Desired.)
+// fields at their defaults (brake_min absent, 0, is DefaultBrakeMin).
+// (replace_unhealthy is not here: Decide applies it, from group.Desired.)
 func PolicyFromConfig(h config.HealthPolicy) Policy {
-	return Policy{Grace: time.Duration(h.Grace), MaxReplacementsPerHour: h.MaxReplacementsPerHour}
+	return Policy{Grace: time.Duration(h.Grace), MaxReplacementsPerHour: h.MaxReplacementsPerHour, BrakeMin: h.BrakeMin}
 }
 
 func (p Policy) withDefaults() Policy {
