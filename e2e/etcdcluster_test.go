@@ -268,6 +268,15 @@ func TestEtcdClusterQuorumLoss(t *testing.T) {
 	within(t, time.Minute, "watch's first pass", func() bool { return p.status().Passes > 0 })
 	before := e.containers()
 	survivor := lids[0]
+	// The two are cut off from the network before they are killed: one
+	// `docker kill` of two containers kills them one after the other, and
+	// a pass started by the first death could otherwise find a quorum
+	// (the survivor and the second, not yet dead) and add a replacement
+	// in that gap. Cut off, they leave the survivor without a quorum
+	// before either dies, as a real loss of two at once would.
+	for _, lid := range lids[1:] {
+		e.docker("network", "disconnect", "--force", e.network, before[lid])
+	}
 	e.docker("kill", before[lids[1]], before[lids[2]])
 
 	// The brake engages: 2 of the 3 members died at once, a majority and
