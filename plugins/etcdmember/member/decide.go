@@ -165,12 +165,16 @@ func DecideJoin(o Observation, self Pet, pets []Pet) (Join, error) {
 // InitialCluster is etcd's initial-cluster for joining a cluster whose
 // members are members: each one's name=peerURL entries. A member joining
 // "existing" must name exactly the peer URLs of the member list, so after
-// changing the list Prepare builds it again from a fresh one.
+// changing the list Prepare builds it again from a fresh one. The entries
+// are sorted: etcd takes them in any order, and the member list comes in
+// the order of the members' random IDs, so sorting makes the same cluster
+// give the same value (and the same init script) every time.
 func InitialCluster(members []Member, pets []Pet) string {
 	var entries []string
 	for _, m := range members {
 		entries = append(entries, initialEntries(m, pets)...)
 	}
+	slices.Sort(entries)
 	return strings.Join(entries, ",")
 }
 

@@ -54,14 +54,14 @@ func TestDecideJoin(t *testing.T) {
 			Members: []Member{started(1, a), started(2, b), started(3, c)}},
 		self: b,
 		want: Join{State: "existing", Remove: []uint64{2}, Add: true,
-			InitialCluster: "10.0.0.1=http://10.0.0.1:2380,10.0.0.3=http://10.0.0.3:2380,10.0.0.2=http://10.0.0.2:2380"},
+			InitialCluster: "10.0.0.1=http://10.0.0.1:2380,10.0.0.2=http://10.0.0.2:2380,10.0.0.3=http://10.0.0.3:2380"},
 	}, {
 		name: "removed by a drain: only added",
 		o: Observation{Endpoints: []Endpoint{up(a, 1, true), down(b), up(c, 3, true)},
 			Members: []Member{started(1, a), started(3, c)}},
 		self: b,
 		want: Join{State: "existing", Add: true,
-			InitialCluster: "10.0.0.1=http://10.0.0.1:2380,10.0.0.3=http://10.0.0.3:2380,10.0.0.2=http://10.0.0.2:2380"},
+			InitialCluster: "10.0.0.1=http://10.0.0.1:2380,10.0.0.2=http://10.0.0.2:2380,10.0.0.3=http://10.0.0.3:2380"},
 	}, {
 		name: "added by an earlier Prepare and never started: not added twice",
 		o: Observation{Endpoints: []Endpoint{up(a, 1, true), down(b), up(c, 3, true)},
