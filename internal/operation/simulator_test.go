@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/infrakit/infrakit/internal/tags"
 )
@@ -134,6 +135,14 @@ func (w *workdir) breakLB(lb string) (repair func()) {
 		w.t.Fatal(err)
 	}
 	if err := os.WriteFile(path, []byte("{not json"), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	// Broken a minute ago, not a moment ago: the simulator takes a file
+	// that stopped parsing within its last second for one being rewritten
+	// in place, and keeps serving the last good record meanwhile
+	// (store.rewriteWindow). The fault wanted is a settled one.
+	then := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(path, then, then); err != nil {
 		w.t.Fatal(err)
 	}
 	return func() {
