@@ -54,12 +54,8 @@ watch_pid=""
 load_pid=""
 prom_pid=""
 
-# pid_of prints the pid a process provider record holds.
-pid_of() { sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p' "$1" | sed -n 1p; }
-
-# is_ours PID WORD: /proc/PID/cmdline names WORD (a recorded pid is not
-# trusted alone: the kernel reuses pids).
-is_ours() { [[ -r "/proc/$1/cmdline" ]] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -q -- "$2"; }
+# pid_of, is_ours, stop_webservers, stop_haproxy
+source "$root/scripts/lib/local-processes.sh"
 
 # stop_pid PID: SIGTERM, then SIGKILL if it has not exited within 10 s.
 stop_pid() {
@@ -78,13 +74,7 @@ cleanup() {
 	[[ -n "$watch_pid" ]] && stop_pid "$watch_pid"
 	# Whatever a failed step left: the web servers the process provider
 	# recorded (each the leader of its own process group) ...
-	for rec in "$work"/.infrakit/process/instances/*.json; do
-		[[ -e "$rec" ]] || continue
-		pid="$(pid_of "$rec")"
-		if [[ -n "$pid" ]] && is_ours "$pid" webserver; then
-			kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
-		fi
-	done
+	stop_webservers
 	# ... the HAProxy the haproxy provider started, which outlives every
 	# infrakit command by design (its master stops its workers) ...
 	stop_haproxy
@@ -100,22 +90,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-# stop_haproxy stops the HAProxy master named in the provider's pid file,
-# once its command line shows it runs this demo's configuration.
-stop_haproxy() {
-	local pidfile="$work/.infrakit/haproxy/haproxy.pid" pid
-	[[ -s "$pidfile" ]] || return 0
-	pid="$(head -n 1 "$pidfile")"
-	if is_ours "$pid" "$work/.infrakit/haproxy/haproxy.cfg"; then
-		kill "$pid" 2>/dev/null || true
-		for _ in $(seq 50); do
-			is_ours "$pid" haproxy || return 0
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-}
 
 cd "$work"
 export PATH="$bin:$PATH"
