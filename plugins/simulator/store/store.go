@@ -224,7 +224,9 @@ func (s *Store) Write(key Key, data []byte) error {
 	if err := ValidName(key.Name); err != nil {
 		return fmt.Errorf("store: write %s: %w", key, err)
 	}
-	if err := s.inDir(key, func() error { return atomicfile.WriteFileOpts(s.Path(key), data, objectPerm, atomicfile.Options{NoSync: true}) }); err != nil {
+	if err := s.inDir(key, func() error {
+		return atomicfile.WriteFileOpts(s.Path(key), data, objectPerm, atomicfile.Options{NoSync: true})
+	}); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	return nil
@@ -245,7 +247,9 @@ func (s *Store) Create(key Key, data []byte) error {
 	}
 	// Where unnamed files are unsupported, atomicfile's create-only write
 	// gives the same guarantee with a named temporary file.
-	err := s.inDir(key, func() error { return atomicfile.CreateOpts(s.Path(key), data, objectPerm, atomicfile.Options{NoSync: true}) })
+	err := s.inDir(key, func() error {
+		return atomicfile.CreateOpts(s.Path(key), data, objectPerm, atomicfile.Options{NoSync: true})
+	})
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s: %w", key, ErrExists)
 	}
