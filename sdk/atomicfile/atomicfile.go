@@ -11,6 +11,14 @@
 // renames it over the target, then syncs the directory: a reader sees the
 // old content or the new, never a part, and after a crash the file holds the
 // old content or the new.
+//
+// Options{NoSync: true} (WriteFileOpts, CreateOpts) keeps the atomicity and
+// drops the syncs: a reader, and any process after a crash of the writer
+// (even SIGKILL: the page cache outlives the process), still sees the old
+// content or the new, but a power loss or kernel crash may lose the write or
+// leave an empty file. It is for data that need not outlive the machine,
+// such as the simulator provider's simulated cloud; infrakit's own files
+// use the durable default.
 package atomicfile
 
 import (
@@ -31,13 +39,33 @@ import (
 // *.exports, a provider lists *.json) pass over it, and it is removed when
 // WriteFile fails. Errors name path.
 func WriteFile(path string, data []byte, perm fs.FileMode) error {
-	return write(path, perm, bytes.NewReader(data).WriteTo, os.Rename)
+	return write(path, perm, bytes.NewReader(data).WriteTo, os.Rename, Options{})
+}
+
+// Options changes how a write is made; the zero value is the durable
+// default of WriteFile and Create.
+type Options struct {
+	// NoSync skips syncing the file and its directory: the write is still
+	// atomic for readers and across a crash of the writing process, but not
+	// across a power loss (see the package comment). It spares two disk
+	// flushes per write, which dominate writing many small files.
+	NoSync bool
+}
+
+// WriteFileOpts is WriteFile with opts.
+func WriteFileOpts(path string, data []byte, perm fs.FileMode, opts Options) error {
+	return write(path, perm, bytes.NewReader(data).WriteTo, os.Rename, opts)
+}
+
+// CreateOpts is Create with opts.
+func CreateOpts(path string, data []byte, perm fs.FileMode, opts Options) error {
+	return write(path, perm, bytes.NewReader(data).WriteTo, link, opts)
 }
 
 // WriteStream is WriteFile for content too large to hold in memory (a
 // provider binary being installed): fill writes it to the temporary file.
 func WriteStream(path string, perm fs.FileMode, fill func(io.Writer) error) error {
-	return write(path, perm, func(w io.Writer) (int64, error) { return 0, fill(w) }, os.Rename)
+	return write(path, perm, func(w io.Writer) (int64, error) { return 0, fill(w) }, os.Rename, Options{})
 }
 
 // Create is WriteFile that never replaces: it fails with an error matching
@@ -45,7 +73,7 @@ func WriteStream(path string, perm fs.FileMode, fill func(io.Writer) error) erro
 // same moment (the temporary file is hard-linked into place, which is
 // atomic and create-only).
 func Create(path string, data []byte, perm fs.FileMode) error {
-	return write(path, perm, bytes.NewReader(data).WriteTo, link)
+	return write(path, perm, bytes.NewReader(data).WriteTo, link, Options{})
 }
 
 // link places tmp at path without replacing; the temporary name goes.
@@ -81,8 +109,8 @@ func SyncDir(dir string) error {
 
 // write is every write of the package: fill a temporary file beside path,
 // give it perm, sync it, place it at path (rename or link), sync the
-// directory.
-func write(path string, perm fs.FileMode, fill func(io.Writer) (int64, error), place func(tmp, path string) error) (err error) {
+// directory; opts.NoSync leaves out both syncs.
+func write(path string, perm fs.FileMode, fill func(io.Writer) (int64, error), place func(tmp, path string) error, opts Options) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -103,8 +131,10 @@ func write(path string, perm fs.FileMode, fill func(io.Writer) (int64, error), p
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if !opts.NoSync {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -113,6 +143,9 @@ func write(path string, perm fs.FileMode, fill func(io.Writer) (int64, error), p
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	placed = true
+	if opts.NoSync {
+		return nil
+	}
 	// The rename is durable only once the directory entry is on disk.
 	if err := SyncDir(dir); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

@@ -115,7 +115,7 @@ func (p *Instances) Provision(ctx context.Context, spec instance.Spec) (instance
 		}
 		rec.ID = id
 		rec.Address = address(instance.ID(id), spec.LogicalID)
-		err = store.Create(p.sim.store, store.Key{Collection: p.collection, Name: id}, rec)
+		err = store.CreateCached(p.sim.store, store.Key{Collection: p.collection, Name: id}, rec, p.cache)
 		if errors.Is(err, store.ErrExists) && attempt < 10 {
 			continue
 		}

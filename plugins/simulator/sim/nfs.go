@@ -89,7 +89,7 @@ func (a *Authorizer) Authorize(ctx context.Context, auth nfs.Authorization) (str
 			return "", err
 		}
 		rec.ID = id
-		err = store.Create(a.sim.store, store.Key{Collection: a.collection, Name: id}, rec)
+		err = store.CreateCached(a.sim.store, store.Key{Collection: a.collection, Name: id}, rec, a.cache)
 		if errors.Is(err, store.ErrExists) && attempt < 10 {
 			continue
 		}

@@ -65,6 +65,9 @@ type Simulator struct {
 	authCaches sync.Map
 	// lbCache holds the load balancers' records (see LoadBalancer.read).
 	lbCache *store.Cache[lbRecord]
+	// lbMemos holds a *store.Memo[lbRecord] per load balancer name (see
+	// LoadBalancer.update).
+	lbMemos sync.Map
 }
 
 // New opens the store (creating nothing until the first write).

@@ -73,32 +73,41 @@ func readFileVersionAt(dirfd int, name string) ([]byte, version, error) {
 // lock, which parallel creates in one collection contend for). The link goes
 // through /proc/self/fd, which needs no privilege (linkat with AT_EMPTY_PATH
 // does). supported is false when the file system, the kernel or a missing
-// /proc cannot do it; the caller then writes a named temporary file.
-func createUnnamed(dir, final string, data []byte, perm uint32) (supported bool, err error) {
+// /proc cannot do it; the caller then writes a named temporary file. v is
+// the version of the file created, taken on its descriptor once linked (the
+// link changes its ctime).
+func createUnnamed(dir, final string, data []byte, perm uint32) (supported bool, v version, err error) {
 	fd, err := retryEINTR(func() (int, error) {
 		return unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, perm)
 	})
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
-		return false, nil
+		return false, v, nil
 	}
 	if err != nil {
-		return true, err
+		return true, v, err
 	}
 	defer unix.Close(fd)
 	for len(data) > 0 {
 		n, err := retryEINTR(func() (int, error) { return unix.Write(fd, data) })
 		if err != nil {
-			return true, err
+			return true, v, err
 		}
 		data = data[n:]
 	}
 	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
 	if errors.Is(err, unix.ENOENT) {
 		if _, serr := os.Stat("/proc/self/fd"); serr != nil {
-			return false, nil // no /proc
+			return false, v, nil // no /proc
 		}
 	}
-	return true, err
+	if err != nil {
+		return true, v, err
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil {
+		v = versionOf(&st)
+	}
+	return true, v, nil
 }
 
 func retryEINTR(f func() (int, error)) (int, error) {

@@ -130,6 +130,8 @@ type Cache[T any] struct {
 	fullAt  time.Time // when the last full listing started
 	retryAt time.Time // when to try inotify again after it failed
 	gen     uint64
+	// primed are objects this process just created (see CreateCached).
+	primed primedSet[T]
 }
 
 // List reads and decodes every object of a collection, sorted by name.
@@ -137,7 +139,7 @@ type Cache[T any] struct {
 // half-written edit) are skipped with a warning, never an error, so one bad
 // file cannot take the provider down. A missing collection is empty.
 func List[T any](ctx context.Context, s *Store, collection string) ([]Object[T], error) {
-	snap, err := listFull[T](ctx, s, collection, nil)
+	snap, err := listFull[T](ctx, s, collection, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -230,6 +232,7 @@ func (c *Cache[T]) stopWatch() {
 func (c *Cache[T]) refresh(ctx context.Context, s *Store, collection string) (*snapshot[T], error) {
 	now := time.Now()
 	old := c.snap.Load()
+	primed := c.primed.take(collection)
 	if c.collection != collection {
 		c.stopWatch()
 		old = nil
@@ -246,7 +249,7 @@ func (c *Cache[T]) refresh(ctx context.Context, s *Store, collection string) (*s
 			if len(changed) == 0 {
 				return old, nil
 			}
-			snap, err := c.apply(ctx, s, collection, old, changed)
+			snap, err := c.apply(ctx, s, collection, old, changed, primed)
 			if err != nil {
 				// The events are consumed: only a full listing can
 				// tell what they were about.
@@ -277,7 +280,7 @@ func (c *Cache[T]) refresh(ctx context.Context, s *Store, collection string) (*s
 	if old != nil {
 		prev = old.files
 	}
-	snap, err := listFull(ctx, s, collection, prev)
+	snap, err := listFull(ctx, s, collection, prev, primed)
 	if err != nil {
 		c.stopWatch()
 		return nil, err
@@ -297,7 +300,7 @@ func (c *Cache[T]) refresh(ctx context.Context, s *Store, collection string) (*s
 
 // apply is old with the files changed re-examined: each is stat'ed, and
 // read again when its version changed.
-func (c *Cache[T]) apply(ctx context.Context, s *Store, collection string, old *snapshot[T], changed map[string]struct{}) (*snapshot[T], error) {
+func (c *Cache[T]) apply(ctx context.Context, s *Store, collection string, old *snapshot[T], changed map[string]struct{}, primed map[string]cached[T]) (*snapshot[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("store: list %s: %w", collection, context.Cause(ctx))
 	}
@@ -313,7 +316,7 @@ func (c *Cache[T]) apply(ctx context.Context, s *Store, collection string, old *
 	}
 	added, removed, modified := false, false, false
 	for name := range changed {
-		r, ok, err := readCached(s, dirfd, Key{Collection: collection, Name: name}, old.files)
+		r, ok, err := readCached(s, dirfd, Key{Collection: collection, Name: name}, old.files, primed)
 		if err != nil {
 			return nil, err
 		}
@@ -372,9 +375,9 @@ func sameListing[T any](a, b *snapshot[T]) bool {
 }
 
 // listFull lists a collection, stat'ing every file and reading those whose
-// version differs from prev's (all of them when prev is nil), with a few
-// workers.
-func listFull[T any](ctx context.Context, s *Store, collection string, prev map[string]cached[T]) (*snapshot[T], error) {
+// version differs from prev's or primed's (all of them when both are nil),
+// with a few workers.
+func listFull[T any](ctx context.Context, s *Store, collection string, prev, primed map[string]cached[T]) (*snapshot[T], error) {
 	dir, names, err := s.openCollection(collection)
 	if err != nil {
 		return nil, err
@@ -402,7 +405,7 @@ func listFull[T any](ctx context.Context, s *Store, collection string, prev map[
 					return
 				}
 				key := Key{Collection: collection, Name: names[i]}
-				r, ok, err := readCached(s, dirfd, key, prev)
+				r, ok, err := readCached(s, dirfd, key, prev, primed)
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
@@ -429,11 +432,16 @@ func listFull[T any](ctx context.Context, s *Store, collection string, prev map[
 	return newSnapshot(kept, files, 0), nil
 }
 
-// readCached returns the object, reusing prev's entry when the file is the
-// same version. ok=false means it was removed since the directory was read.
-func readCached[T any](s *Store, dirfd int, key Key, prev map[string]cached[T]) (r cached[T], ok bool, err error) {
+// readCached returns the object, reusing primed's entry, or else prev's,
+// when the file is the same version. ok=false means it was removed since
+// the directory was read.
+func readCached[T any](s *Store, dirfd int, key Key, prev, primed map[string]cached[T]) (r cached[T], ok bool, err error) {
 	name := key.Name + ext
-	if p, hit := prev[key.Name]; hit {
+	p, hit := primed[key.Name]
+	if !hit {
+		p, hit = prev[key.Name]
+	}
+	if hit {
 		var st unix.Stat_t
 		err := unix.Fstatat(dirfd, name, &st, 0) // follows symlinks, as open does
 		if errors.Is(err, fs.ErrNotExist) {
@@ -468,69 +476,4 @@ func readCached[T any](s *Store, dirfd int, key Key, prev map[string]cached[T]) 
 		s.log.Warn("skipping corrupt object file", "path", s.Path(key), "error", err)
 	}
 	return r, true, nil
-}
-
-// GetCached is Get through c (nil: no cache): when the object's file is the
-// version c's last listing decoded, it costs one stat instead of an open,
-// read and JSON decode. A file that changed since is read and decoded, but c
-// is left as it is (the next ListCached refreshes it), so GetCached may run
-// concurrently with anything. Errors are Get's: ErrNotFound, ErrCorrupt.
-func GetCached[T any](s *Store, key Key, c *Cache[T]) (T, error) {
-	if c != nil && ValidName(key.Name) == nil {
-		var p cached[T]
-		hit := false
-		if snap := c.snap.Load(); snap != nil && snap.collection == key.Collection {
-			p, hit = snap.files[key.Name]
-		}
-		if hit {
-			var st unix.Stat_t
-			err := unix.Stat(s.Path(key), &st) // follows symlinks, as open does
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-				var zero T
-				return zero, fmt.Errorf("%s: %w", key, ErrNotFound)
-			case err == nil && versionOf(&st) == p.version && !p.corrupt && !(p.kept && settled(p.version)):
-				return p.value, nil
-			}
-		}
-	}
-	return Get[T](s, key)
-}
-
-// Getter returns a function that reads objects of the collection through
-// c, for a caller about to read many: when c follows the collection (see
-// Following), it brings c up to date once and then answers from memory;
-// otherwise each read is GetCached (a stat when the file is unchanged).
-// Its errors are Get's: ErrNotFound, ErrCorrupt.
-func (c *Cache[T]) Getter(ctx context.Context, s *Store, collection string) (func(name string) (T, error), error) {
-	c.mu.Lock()
-	following := c.watch != nil && c.collection == collection
-	var snap *snapshot[T]
-	if following {
-		var err error
-		if snap, err = c.refresh(ctx, s, collection); err != nil {
-			c.mu.Unlock()
-			return nil, err
-		}
-		following = c.watch != nil // a full listing may have failed to follow
-	}
-	c.mu.Unlock()
-	if !following {
-		return func(name string) (T, error) {
-			return GetCached(s, Key{Collection: collection, Name: name}, c)
-		}, nil
-	}
-	return func(name string) (T, error) {
-		key := Key{Collection: collection, Name: name}
-		r, ok := snap.files[name]
-		switch {
-		case !ok || ValidName(name) != nil:
-			var zero T
-			return zero, fmt.Errorf("%s: %w", key, ErrNotFound)
-		case r.corrupt:
-			// Read it again for the error: it was warned about already.
-			return Get[T](s, key)
-		}
-		return r.value, nil
-	}, nil
 }
