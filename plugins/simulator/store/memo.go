@@ -27,7 +27,13 @@ type Memo[T any] struct {
 	value   T
 }
 
+// A nil *Memo remembers nothing: get misses, set and forget do nothing.
+
 func (m *Memo[T]) get(v version) (T, []byte, bool) {
+	if m == nil {
+		var zero T
+		return zero, nil, false
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.known || m.version != v {
@@ -38,21 +44,29 @@ func (m *Memo[T]) get(v version) (T, []byte, bool) {
 }
 
 func (m *Memo[T]) set(v version, raw []byte, value T) {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.known, m.version, m.raw, m.value = true, v, raw, value
 }
 
 func (m *Memo[T]) forget() {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var zero T
 	m.known, m.raw, m.value = false, nil, zero
 }
 
-// UpdateMemo is Update through m, which must be used for key only. fn may
-// get the memo's value: it must not keep it, and when it returns an error
-// the memo is dropped (fn may have changed the value half-way).
+// UpdateMemo is Update through m, which must be used for key only; Update
+// is UpdateMemo without a memo (m nil: the file is read on every update,
+// and nothing is stat'ed for the memo). fn may get the memo's value: it
+// must not keep it, and when it returns an error the memo is dropped (fn
+// may have changed the value half-way).
 func UpdateMemo[T any](ctx context.Context, s *Store, key Key, m *Memo[T], fn func(v *T, found bool) error) (err error) {
 	if err := ValidName(key.Name); err != nil {
 		return fmt.Errorf("store: update %s: %w", key, err)
@@ -67,29 +81,9 @@ func UpdateMemo[T any](ctx context.Context, s *Store, key Key, m *Memo[T], fn fu
 			m.forget()
 		}
 	}()
-	path := s.Path(key)
-	var st unix.Stat_t
-	serr := unix.Stat(path, &st)
-	v, b, found := m.get(versionOf(&st))
-	switch {
-	case errors.Is(serr, fs.ErrNotExist):
-		found = false
-	case serr != nil || !found:
-		var ver version
-		b, ver, err = readFileVersionAt(unix.AT_FDCWD, path)
-		found = err == nil
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case errors.Is(err, errNotRegular):
-			return fmt.Errorf("%s (%s): %w: %v", key, path, ErrCorrupt, err)
-		case err != nil:
-			return fmt.Errorf("store: read %s: %w", key, err)
-		default:
-			if v, err = decodeObject[T](s, key, b); err != nil {
-				return err
-			}
-			m.set(ver, b, v)
-		}
+	v, b, found, err := current(s, key, m)
+	if err != nil {
+		return err
 	}
 	if err := fn(&v, found); err != nil {
 		return err
@@ -98,20 +92,56 @@ func UpdateMemo[T any](ctx context.Context, s *Store, key Key, m *Memo[T], fn fu
 	if err != nil {
 		return fmt.Errorf("store: encode %s: %w", key, err)
 	}
+	// An unchanged object is not rewritten: a write costs a new inode that
+	// every cache re-reads, and a periodic re-registration changes nothing.
 	if found && bytes.Equal(out, b) {
-		return nil // unchanged: not rewritten (see Update)
+		return nil
 	}
 	if err := s.Write(key, out); err != nil {
 		return err
+	}
+	if m == nil {
+		return nil
 	}
 	// The version of what was just written, for the next update. Under the
 	// lock no simulator process writes the file; a person editing it in
 	// the microseconds between the rename and this stat would go unseen
 	// until the next change of the file.
-	if err := unix.Stat(path, &st); err != nil {
+	var st unix.Stat_t
+	if err := unix.Stat(s.Path(key), &st); err != nil {
 		m.forget()
 		return nil
 	}
 	m.set(versionOf(&st), out, v)
 	return nil
+}
+
+// current is key's object and its file's bytes, under key's lock: the
+// memo's when the file is still the version m remembers, else read and
+// decoded (and remembered). found is false for a missing file.
+func current[T any](s *Store, key Key, m *Memo[T]) (v T, raw []byte, found bool, err error) {
+	path := s.Path(key)
+	if m != nil {
+		var st unix.Stat_t
+		switch serr := unix.Stat(path, &st); {
+		case errors.Is(serr, fs.ErrNotExist):
+			return v, nil, false, nil
+		case serr == nil:
+			if v, raw, ok := m.get(versionOf(&st)); ok {
+				return v, raw, true, nil
+			}
+		}
+	}
+	raw, ver, err := readFileVersionAt(unix.AT_FDCWD, path)
+	if err != nil {
+		if err = s.readError(key, err); errors.Is(err, ErrNotFound) {
+			return v, nil, false, nil
+		}
+		return v, nil, false, err
+	}
+	if v, err = decodeObject[T](s, key, raw); err != nil {
+		return v, nil, false, err
+	}
+	m.set(ver, raw, v)
+	return v, raw, true, nil
 }

@@ -184,16 +184,24 @@ func (s *Store) Read(key Key) ([]byte, error) {
 		return nil, fmt.Errorf("store: read %s: %w", key, err)
 	}
 	b, err := readFile(s.Path(key))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
-	}
-	if errors.Is(err, errNotRegular) {
-		return nil, fmt.Errorf("%s (%s): %w: %v", key, s.Path(key), ErrCorrupt, err)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("store: read %s: %w", key, err)
+		return nil, s.readError(key, err)
 	}
 	return b, nil
+}
+
+// readError is what reading key's file failed with, as Read reports it:
+// ErrNotFound for a missing file, ErrCorrupt for one that is no regular
+// file.
+func (s *Store) readError(key Key, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: %w", key, ErrNotFound)
+	case errors.Is(err, errNotRegular):
+		return fmt.Errorf("%s (%s): %w: %v", key, s.Path(key), ErrCorrupt, err)
+	default:
+		return fmt.Errorf("store: read %s: %w", key, err)
+	}
 }
 
 // objectPerm is the mode of object files: an instance's record holds its
@@ -369,39 +377,7 @@ func Create[T any](s *Store, key Key, v T) error {
 // writes it back. If fn returns an error nothing is written. A corrupt file is
 // an error rather than silently overwritten, because it was a person's edit.
 func Update[T any](ctx context.Context, s *Store, key Key, fn func(v *T, found bool) error) error {
-	if err := ValidName(key.Name); err != nil {
-		return fmt.Errorf("store: update %s: %w", key, err)
-	}
-	unlock, err := s.Lock(ctx, key)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	var v T
-	b, err := s.Read(key)
-	found := err == nil
-	switch {
-	case errors.Is(err, ErrNotFound):
-	case err != nil:
-		return err
-	default:
-		if v, err = decodeObject[T](s, key, b); err != nil {
-			return err
-		}
-	}
-	if err := fn(&v, found); err != nil {
-		return err
-	}
-	out, err := encode(v)
-	if err != nil {
-		return fmt.Errorf("store: encode %s: %w", key, err)
-	}
-	// An unchanged object is not rewritten: a write costs a new inode that
-	// every cache re-reads, and a periodic re-registration changes nothing.
-	if found && bytes.Equal(out, b) {
-		return nil
-	}
-	return s.Write(key, out)
+	return UpdateMemo(ctx, s, key, nil, fn)
 }
 
 // RemoveLocked deletes an object under its lock, so a concurrent Update can
