@@ -18,8 +18,8 @@ import (
 	"github.com/posener/complete"
 
 	"github.com/infrakit/infrakit/command"
-	"github.com/infrakit/infrakit/internal/profiling"
 	"github.com/infrakit/infrakit/internal/remote"
+	"github.com/infrakit/infrakit/sdk/profiling"
 )
 
 // Version is infrakit's version, set at build time with

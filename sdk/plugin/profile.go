@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/infrakit/infrakit/internal/profiling"
+	"github.com/infrakit/infrakit/sdk/profiling"
 )
 
 // EnvProviderCPUProfile names the file prefix of a Go CPU profile of each

@@ -1,7 +1,10 @@
 // Package profiling writes Go pprof profiles of an infrakit process when
 // the environment asks for them (INFRAKIT_CPUPROFILE, INFRAKIT_MEMPROFILE),
 // so an operator or a benchmark can see where a slow apply or a busy watch
-// spends its time without rebuilding the binary.
+// spends its time without rebuilding the binary. It is in sdk/, beside
+// atomicfile and filelock, because both the infrakit binary and the
+// providers' side of sdk/plugin use it, and sdk/ imports nothing from
+// internal/.
 package profiling
 
 import (
