@@ -276,18 +276,15 @@ func sortedRoutes(routes []routeRecord) []routeRecord {
 // rather than rebuilding and sorting all n. A hand-edited list that is not
 // strictly sorted is put in order first.
 func register(backends, add []backendRecord) []backendRecord {
-	byID := func(a, b backendRecord) int { return cmp.Compare(a.ID, b.ID) }
 	if !strictlySorted(backends) {
 		backends = dedupe(sortedBackends(backends))
 	}
 	// Sorted stably, so that of two backends with one ID the later wins.
-	add = slices.Clone(add)
-	slices.SortStableFunc(add, byID)
-	add = dedupe(add)
+	add = dedupe(sortedBackends(add))
 	out := make([]backendRecord, 0, len(backends)+len(add))
 	i, j := 0, 0
 	for i < len(backends) && j < len(add) {
-		switch c := byID(backends[i], add[j]); {
+		switch c := byBackendID(backends[i], add[j]); {
 		case c < 0:
 			out = append(out, backends[i])
 			i++
@@ -333,8 +330,11 @@ func deregister(backends []backendRecord, ids []instance.ID) []backendRecord {
 	return slices.DeleteFunc(slices.Clone(backends), func(b backendRecord) bool { return drop[b.ID] })
 }
 
+// sortedBackends is a copy of bs sorted stably by ID.
 func sortedBackends(bs []backendRecord) []backendRecord {
 	bs = slices.Clone(bs)
-	slices.SortStableFunc(bs, func(a, b backendRecord) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortStableFunc(bs, byBackendID)
 	return bs
 }
+
+func byBackendID(a, b backendRecord) int { return cmp.Compare(a.ID, b.ID) }
