@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -153,11 +154,16 @@ func (c *cluster) list(ctx context.Context, urls []string) ([]Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list members: %w", err)
 	}
-	out := make([]Member, 0, len(resp.Members))
-	for _, m := range resp.Members {
+	return members(resp.Members), nil
+}
+
+// members converts etcd's member list.
+func members(in []*etcdserverpb.Member) []Member {
+	out := make([]Member, 0, len(in))
+	for _, m := range in {
 		out = append(out, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner})
 	}
-	return out, nil
+	return out
 }
 
 // Remove removes members by ID through the endpoints that answered in o,
@@ -231,20 +237,24 @@ func (c *cluster) reconfigure(ctx context.Context, change func(context.Context) 
 }
 
 // Add adds a member with peerURL through the endpoints that answered in o.
-func (c *cluster) Add(ctx context.Context, o Observation, peerURL string) error {
+func (c *cluster) Add(ctx context.Context, o Observation, peerURL string) ([]Member, error) {
 	cli, err := c.client(answering(o.Endpoints))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cli.Close()
+	var added *clientv3.MemberAddResponse
 	err = c.reconfigure(ctx, func(ctx context.Context) error {
-		_, err := cli.MemberAdd(ctx, []string{peerURL})
+		added, err = cli.MemberAdd(ctx, []string{peerURL})
 		return err
 	})
-	if err != nil && !errors.Is(err, rpctypes.ErrPeerURLExist) {
-		return fmt.Errorf("add member %s: %w", peerURL, err)
+	if errors.Is(err, rpctypes.ErrPeerURLExist) {
+		return nil, nil // added by an earlier Prepare
 	}
-	return nil
+	if err != nil {
+		return nil, fmt.Errorf("add member %s: %w", peerURL, err)
+	}
+	return members(added.Members), nil
 }
 
 // MoveLeader asks the leader, at its client URL from, to hand leadership

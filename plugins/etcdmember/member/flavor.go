@@ -137,19 +137,23 @@ func (f *Flavor) Prepare(ctx context.Context, properties json.RawMessage, spec i
 			return spec, fmt.Errorf("member %s: %w", self.Name, err)
 		}
 	}
+	// members is the list as the add left it: the leader's answer, which
+	// a follower asked next may not know yet (under load it did not).
+	var members []Member
 	if j.Add {
 		f.logger.Info("adding the member", "member", self.Name, "peer_url", self.PeerURL)
-		if err := c.Add(ctx, o, self.PeerURL); err != nil {
+		if members, err = c.Add(ctx, o, self.PeerURL); err != nil {
+			return spec, fmt.Errorf("member %s: %w", self.Name, err)
+		}
+	}
+	if (len(j.Remove) > 0 || j.Add) && members == nil {
+		// Others may have joined meanwhile (pets added at once): the
+		// initial cluster is the list as it is now.
+		if members, err = c.Members(ctx, o); err != nil {
 			return spec, fmt.Errorf("member %s: %w", self.Name, err)
 		}
 	}
 	if len(j.Remove) > 0 || j.Add {
-		// Others may have joined meanwhile (pets added at once): the
-		// initial cluster is the list as it is now.
-		members, err := c.Members(ctx, o)
-		if err != nil {
-			return spec, fmt.Errorf("member %s: %w", self.Name, err)
-		}
 		if !slices.ContainsFunc(members, func(m Member) bool { return slices.Contains(m.PeerURLs, self.PeerURL) }) {
 			return spec, fmt.Errorf("member %s: added, but the member list does not show it yet; it is prepared again", self.Name)
 		}
