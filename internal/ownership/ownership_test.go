@@ -1,0 +1,390 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/infrakit/infrakit/internal/election"
+	"github.com/infrakit/infrakit/internal/testwait"
+)
+
+func TestObjectString(t *testing.T) {
+	o := Object{Kind: KindGroup, Name: "web"}
+	if o.String() != "group/web" {
+		t.Errorf("String = %q", o)
+	}
+	if p, ok := parseObject("ingress/front"); !ok || p != (Object{KindIngress, "front"}) {
+		t.Errorf("parseObject = %v %v", p, ok)
+	}
+	for _, bad := range []string{"group", "pod/x", "group/", ""} {
+		if _, ok := parseObject(bad); ok {
+			t.Errorf("parseObject(%q) accepted", bad)
+		}
+	}
+}
+
+// TestJoinView: members show with their identities, sorted; owners with
+// their fences; Leave removes the member and its owner keys.
+func TestJoinView(t *testing.T) {
+	ctx := ctxT(t)
+	a := join(t, "host-a")
+	b := join(t, "host-b")
+	if a.ID() == b.ID() || a.ID() == "" || a.Identity() != "host-a" {
+		t.Fatalf("ids %q %q identity %q", a.ID(), b.ID(), a.Identity())
+	}
+	ms, err := a.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].ID > ms[1].ID {
+		t.Fatalf("members %+v", ms)
+	}
+	for _, s := range []*Session{a, b} {
+		v, err := s.View(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := v.Member(s.ID())
+		if !ok || m.Identity != s.Identity() || m.Started.IsZero() {
+			t.Errorf("member %s in view: %+v %v", s.ID(), m, ok)
+		}
+	}
+	o := Object{KindEnrollment, "nodes"}
+	f, err := b.Acquire(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.View(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ow, ok := v.Owner(o); !ok || ow.Member != b.ID() || ow.Fence != f {
+		t.Errorf("owner of %s = %+v %v, want %s %s", o, ow, ok, b.ID(), f)
+	}
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Lost():
+		if !errors.Is(b.Err(), election.ErrResigned) || b.Standing() {
+			t.Errorf("after Leave: Err %v, standing %v", b.Err(), b.Standing())
+		}
+	default:
+		t.Error("Lost open after Leave")
+	}
+	v, err = a.View(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.Member(b.ID()); ok || len(v.Owners) != 0 {
+		t.Errorf("after b left: members %+v owners %+v", v.Members, v.Owners)
+	}
+}
+
+// TestAcquireRelease: one owner at a time; a stale fence releases
+// nothing; a new owner's fence comes after the old one's.
+func TestAcquireRelease(t *testing.T) {
+	ctx := ctxT(t)
+	a, b := join(t, "a"), join(t, "b")
+	c := newClient(t)
+	o := Object{KindGroup, "web"}
+	fa, err := a.Acquire(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fa.Key != prefix(t)+"/owners/group/web" || fa.Revision == 0 {
+		t.Fatalf("fence %s", fa)
+	}
+	if _, err := b.Acquire(ctx, o); !errors.Is(err, ErrOwned) {
+		t.Fatalf("b acquired an owned object: %v", err)
+	}
+	// Acquiring again what it holds (a retried request) returns its fence.
+	if again, err := a.Acquire(ctx, o); err != nil || again != fa {
+		t.Fatalf("a re-acquiring = %s, %v; want %s", again, err, fa)
+	}
+	if _, err := a.Acquire(ctx, Object{"pod", "x"}); err == nil {
+		t.Error("acquired an object of an unknown kind")
+	}
+
+	// A stale fence (an earlier lease of the key) deletes nothing.
+	if err := b.Release(ctx, o, election.Fence{Key: fa.Key, Revision: fa.Revision - 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, Object{KindGroup, "other"}, fa); err == nil {
+		t.Error("released with another object's fence")
+	}
+	if tr, err := c.Txn(ctx).If(fa.Cmp()).Commit(); err != nil || !tr.Succeeded {
+		t.Fatalf("the stale release deleted the owner key (%v)", err)
+	}
+
+	if err := a.Release(ctx, o, fa); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := c.Txn(ctx).If(fa.Cmp()).Commit(); err != nil || tr.Succeeded {
+		t.Fatalf("the fence still stands after Release (%v)", err)
+	}
+	fb, err := b.Acquire(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fb.Revision <= fa.Revision {
+		t.Errorf("new fence %s not after the old %s", fb, fa)
+	}
+	// The old owner's late release leaves the new owner's key alone.
+	if err := a.Release(ctx, o, fa); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := c.Txn(ctx).If(fb.Cmp()).Commit(); err != nil || !tr.Succeeded {
+		t.Fatalf("a late release deleted the new owner's key (%v)", err)
+	}
+	// The key lives with b's lease: revoking it frees the object.
+	if _, err := c.Revoke(ctx, b.lease.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Acquire(ctx, o); err != nil {
+		t.Fatalf("acquire after the owner's lease was revoked: %v", err)
+	}
+}
+
+// TestObserve: a change of members or owners sends a new view.
+func TestObserve(t *testing.T) {
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	a := join(t, "a")
+	views := a.Observe(ctx, 0)
+	if v := <-views; len(v.Members) != 1 {
+		t.Fatalf("first view %+v", v)
+	}
+	o := Object{KindIngress, "front"}
+	if _, err := a.Acquire(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	for v := range views {
+		if _, ok := v.Owner(o); ok {
+			break
+		}
+	}
+	b := join(t, "b")
+	for v := range views {
+		if _, ok := v.Member(b.ID()); ok {
+			break
+		}
+	}
+	cancel()
+	for range views {
+		// closed once ctx is done
+	}
+}
+
+// TestBalancerShares: three members settle on 3/3/3 of nine objects; one
+// leaving moves exactly its three (the others keep theirs, same fences);
+// one joining takes a bounded share, moved only from the others to it.
+func TestBalancerShares(t *testing.T) {
+	objects := objectsN(9)
+	tr := newTracker(t)
+	a := startMember(t, tr, "a", objects)
+	b := startMember(t, tr, "b", objects)
+	c := startMember(t, tr, "c", objects)
+	settled(t, objects, a, b, c)
+	for _, m := range []*member{a, b, c} {
+		if n := len(m.b.Held()); n != 3 {
+			t.Fatalf("%s holds %d of 9, want 3", m.s.Identity(), n)
+		}
+	}
+
+	// c leaves (as on SIGTERM): its three move, nothing else does.
+	heldA, heldB, heldC := a.b.Held(), b.b.Held(), c.b.Held()
+	before := tr.acquisitions()
+	if err := c.stop(t); err != nil {
+		t.Fatalf("Run after its context ended = %v", err)
+	}
+	if len(c.b.Held()) != 0 {
+		t.Errorf("c still holds %v after Run returned", c.b.Held())
+	}
+	if err := c.s.Leave(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, objects, a, b)
+	keeps(t, "a", heldA, a.b.Held())
+	keeps(t, "b", heldB, b.b.Held())
+	if moved := tr.acquisitions() - before; moved != len(heldC) {
+		t.Errorf("%d acquisitions after c left; it held %d", moved, len(heldC))
+	}
+
+	// d joins: it takes at most ceil(9/3) = 3, only from a and b.
+	heldA, heldB = a.b.Held(), b.b.Held()
+	before = tr.acquisitions()
+	d := startMember(t, tr, "d", objects)
+	settled(t, objects, a, b, d)
+	moved := tr.acquisitions() - before
+	if moved > 3 || moved != len(d.b.Held()) {
+		t.Errorf("%d acquisitions after d joined (d holds %d); want at most 3, all d's", moved, len(d.b.Held()))
+	}
+	kept := 0
+	for _, pair := range []struct{ before, after map[Object]election.Fence }{{heldA, a.b.Held()}, {heldB, b.b.Held()}} {
+		for o, f := range pair.after {
+			if pair.before[o] != f {
+				t.Errorf("%s changed owner fence to %s, though only d joined", o, f)
+			}
+			kept++
+		}
+	}
+	if kept+moved != len(objects) {
+		t.Errorf("kept %d + moved %d != %d", kept, moved, len(objects))
+	}
+}
+
+// keeps fails unless every object of before is still held with its fence.
+func keeps(t *testing.T, who string, before, after map[Object]election.Fence) {
+	t.Helper()
+	for o, f := range before {
+		if after[o] != f {
+			t.Errorf("%s's %s moved (fence %s -> %s) though another member left", who, o, f, after[o])
+		}
+	}
+}
+
+// TestBalancerSessionRevoked: a member whose lease is revoked behind its
+// back reports Lost, drops everything at once (Run returns the session's
+// error) and its objects move to the others, theirs untouched.
+func TestBalancerSessionRevoked(t *testing.T) {
+	objects := objectsN(9)
+	tr := newTracker(t)
+	// The revoked member cannot stop before others take over: that is what
+	// fences are for; the exclusion check does not apply here.
+	tr.strict = false
+	a := startMember(t, tr, "a", objects)
+	b := startMember(t, tr, "b", objects)
+	c := startMember(t, tr, "c", objects)
+	settled(t, objects, a, b, c)
+	heldA, heldB, heldC := a.b.Held(), b.b.Held(), c.b.Held()
+
+	ctx := ctxT(t)
+	if _, err := newClient(t).Revoke(ctx, c.s.lease.ID()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.s.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost not closed after the session lease was revoked")
+	}
+	if !errors.Is(c.s.Err(), election.ErrLeaseLost) {
+		t.Errorf("Err = %v, want ErrLeaseLost", c.s.Err())
+	}
+	if err := c.stop(t); !errors.Is(err, election.ErrLeaseLost) {
+		t.Errorf("Run of the lost member = %v", err)
+	}
+	if h := c.b.Held(); len(h) != 0 {
+		t.Errorf("the lost member still holds %v", h)
+	}
+	settled(t, objects, a, b)
+	keeps(t, "a", heldA, a.b.Held())
+	keeps(t, "b", heldB, b.b.Held())
+	for o, f := range heldC {
+		if nf, ok := a.b.Fence(o); ok && nf.Revision <= f.Revision {
+			t.Errorf("%s re-acquired with %s, not after %s", o, nf, f)
+		}
+	}
+	// Its fences no longer stand.
+	for _, f := range heldC {
+		if tr, err := newClient(t).Txn(ctx).If(f.Cmp()).Commit(); err != nil || tr.Succeeded {
+			t.Errorf("fence %s still stands (%v)", f, err)
+		}
+	}
+	if _, err := c.s.Acquire(ctx, Object{KindGroup, "late"}); !errors.Is(err, ErrNotStanding) {
+		t.Errorf("a lost session acquired: %v", err)
+	}
+}
+
+// TestBalancerRefreshAndOrphans: objects added and removed are taken and
+// given back on Refresh; an owner key whose member is gone is left alone
+// until it goes.
+func TestBalancerRefreshAndOrphans(t *testing.T) {
+	ctx := ctxT(t)
+	tr := newTracker(t)
+	objects := objectsN(2)
+	var mu sync.Mutex
+	configured := objects
+	current := func() []Object {
+		mu.Lock()
+		defer mu.Unlock()
+		return configured
+	}
+	s := join(t, "a")
+	runCtx, cancel := context.WithCancel(context.Background())
+	b := NewBalancer(s, current, tr.hooks("a"))
+	done := make(chan error, 1)
+	go func() { done <- b.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	testwait.For(t, 20*time.Second, "a holds both objects", func() bool { return len(b.Held()) == 2 })
+
+	// An owner key of a member that is not live (its member key gone, its
+	// lease not yet expired): nobody takes that object meanwhile.
+	ghost := join(t, "ghost")
+	orphan := Object{KindGroup, "orphan"}
+	gf, err := ghost.Acquire(ctx, orphan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t)
+	if _, err := c.Delete(ctx, ghost.memberKey()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	configured = append(objectsN(1), orphan) // g1 removed, orphan added
+	mu.Unlock()
+	b.Refresh()
+	testwait.For(t, 20*time.Second, "a gives g1 back", func() bool {
+		_, has := b.Fence(objects[1])
+		return !has
+	})
+	if _, has := b.Fence(orphan); has {
+		t.Fatal("a took an object whose owner's lease is in doubt")
+	}
+	if v, err := s.View(ctx); err != nil || len(v.Owners) != 2 {
+		t.Fatalf("owners after g1 was removed: %+v (%v)", v.Owners, err)
+	}
+	// The ghost's lease ends: a takes the object.
+	if _, err := c.Revoke(ctx, ghost.lease.ID()); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 20*time.Second, "a takes the orphan once its owner key is gone", func() bool {
+		f, has := b.Fence(orphan)
+		return has && f.Revision > gf.Revision
+	})
+	if got := b.Held(); len(got) != 2 {
+		t.Errorf("held %v", got)
+	}
+}
+
+// TestReleaseAllOnStop: stopping Run gives every object back (keys
+// deleted, hooks called) before it returns.
+func TestReleaseAllOnStop(t *testing.T) {
+	ctx := ctxT(t)
+	tr := newTracker(t)
+	m := startMember(t, tr, "a", objectsN(3))
+	testwait.For(t, 20*time.Second, "a holds all three", func() bool { return len(m.b.Held()) == 3 })
+	if err := m.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	tr.mu.Lock()
+	acting := len(tr.acting)
+	tr.mu.Unlock()
+	if acting != 0 {
+		t.Errorf("%d objects still acted on after Run returned", acting)
+	}
+	resp, err := newClient(t).Get(ctx, prefix(t)+"/owners/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Errorf("%d owner keys left after Run returned (%v)", resp.Count, err)
+	}
+}
