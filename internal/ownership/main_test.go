@@ -26,9 +26,12 @@ func TestMain(m *testing.M) {
 	os.Exit(embedded.RunTests(m, func(eps []string) { endpoints = eps }))
 }
 
-func newClient(t *testing.T) *clientv3.Client {
+func newClient(t *testing.T, eps ...string) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Logger: zap.NewNop()})
+	if len(eps) == 0 {
+		eps = endpoints
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: eps, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +53,21 @@ func ctxT(t *testing.T) context.Context {
 // 2s); it leaves at cleanup.
 func join(t *testing.T, identity string) *Session {
 	t.Helper()
-	s, err := Join(ctxT(t), newClient(t), Options{Prefix: prefix(t), TTL: 2 * time.Second}, identity)
+	return joinWith(t, newClient(t), identity)
+}
+
+// joinWith joins through client.
+func joinWith(t *testing.T, client *clientv3.Client, identity string) *Session {
+	t.Helper()
+	s, err := Join(ctxT(t), client, Options{Prefix: prefix(t), TTL: 2 * time.Second}, identity)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Leave(context.Background()) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Leave(ctx)
+	})
 	return s
 }
 
@@ -124,7 +137,13 @@ type member struct {
 // cleanup (before its session leaves).
 func startMember(t *testing.T, tr *tracker, identity string, objects []Object) *member {
 	t.Helper()
-	s := join(t, identity)
+	return startMemberWith(t, newClient(t), tr, identity, objects)
+}
+
+// startMemberWith is startMember through client.
+func startMemberWith(t *testing.T, client *clientv3.Client, tr *tracker, identity string, objects []Object) *member {
+	t.Helper()
+	s := joinWith(t, client, identity)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{s: s, b: NewBalancer(s, func() []Object { return objects }, tr.hooks(identity)), cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- m.b.Run(ctx) }()

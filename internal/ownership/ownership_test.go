@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/infrakit/infrakit/internal/election"
+	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
 	"github.com/infrakit/infrakit/internal/testwait"
 )
 
@@ -65,6 +66,12 @@ func TestJoinView(t *testing.T) {
 	}
 	if ow, ok := v.Owner(o); !ok || ow.Member != b.ID() || ow.Fence != f {
 		t.Errorf("owner of %s = %+v %v, want %s %s", o, ow, ok, b.ID(), f)
+	}
+	if has, err := HasMembers(ctx, newClient(t), prefix(t)+"/"); err != nil || !has {
+		t.Errorf("HasMembers with two members = %v, %v", has, err)
+	}
+	if has, err := HasMembers(ctx, newClient(t), prefix(t)+"-other"); err != nil || has {
+		t.Errorf("HasMembers of another prefix = %v, %v", has, err)
 	}
 	if err := b.Leave(ctx); err != nil {
 		t.Fatal(err)
@@ -386,5 +393,125 @@ func TestReleaseAllOnStop(t *testing.T) {
 	resp, err := newClient(t).Get(ctx, prefix(t)+"/owners/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {
 		t.Errorf("%d owner keys left after Run returned (%v)", resp.Count, err)
+	}
+}
+
+// TestBalancerPartitioned cuts one member off from etcd: it stops acting
+// on its objects (Releasing returns) before its lease runs out, so that
+// nobody acquires them while it still acts (the tracker checks); they move
+// once the lease has expired; the others keep theirs. Reconnected, it
+// joins again and takes a share back, moved only to it.
+func TestBalancerPartitioned(t *testing.T) {
+	proxy, err := etcdtest.NewProxy(endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed after the members have left (cleanups run last-in first-out).
+	t.Cleanup(func() { proxy.Close() })
+	objects := objectsN(9)
+	tr := newTracker(t)
+	a := startMember(t, tr, "a", objects)
+	b := startMember(t, tr, "b", objects)
+	cut := newClient(t, proxy.Endpoint())
+	c := startMemberWith(t, cut, tr, "c", objects)
+	settled(t, objects, a, b, c)
+	heldA, heldB, heldC := a.b.Held(), b.b.Held(), c.b.Held()
+
+	proxy.Cut()
+	cutAt := time.Now()
+	select {
+	case <-c.s.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost not closed although the member cannot renew its lease")
+	}
+	if !errors.Is(c.s.Err(), election.ErrRenewalOverdue) {
+		t.Errorf("Err = %v, want ErrRenewalOverdue", c.s.Err())
+	}
+	if err := c.stop(t); !errors.Is(err, election.ErrRenewalOverdue) {
+		t.Errorf("Run of the cut-off member = %v", err)
+	}
+	t.Logf("lost %s after the cut", time.Since(cutAt).Round(time.Millisecond))
+	settled(t, objects, a, b)
+	t.Logf("moved %s after the cut", time.Since(cutAt).Round(time.Millisecond))
+	keeps(t, "a", heldA, a.b.Held())
+	keeps(t, "b", heldB, b.b.Held())
+	for o := range heldC {
+		if _, ok := a.b.Fence(o); !ok {
+			if _, ok := b.b.Fence(o); !ok {
+				t.Errorf("%s of the cut-off member was not taken over", o)
+			}
+		}
+	}
+
+	proxy.Restore()
+	heldA, heldB = a.b.Held(), b.b.Held()
+	before := tr.acquisitions()
+	restored := time.Now()
+	c2 := startMemberWith(t, cut, tr, "c again", objects)
+	t.Logf("joined again %s after the restore", time.Since(restored).Round(time.Millisecond))
+	settled(t, objects, a, b, c2)
+	t.Logf("settled %s after the restore", time.Since(restored).Round(time.Millisecond))
+	if moved := tr.acquisitions() - before; moved > 3 || moved != len(c2.b.Held()) {
+		t.Errorf("%d acquisitions after c joined again (it holds %d); want at most 3, all its own", moved, len(c2.b.Held()))
+	}
+	for _, pair := range []struct{ before, after map[Object]election.Fence }{{heldA, a.b.Held()}, {heldB, b.b.Held()}} {
+		for o, f := range pair.after {
+			if pair.before[o] != f {
+				t.Errorf("%s changed owner fence to %s, though only c joined", o, f)
+			}
+		}
+	}
+}
+
+// TestReleasingBlocksDelete: the owner key of an object being given up is
+// deleted only once Releasing has returned (the caller stopped acting), so
+// the next owner cannot take it before.
+func TestReleasingBlocksDelete(t *testing.T) {
+	ctx := ctxT(t)
+	objects := objectsN(2)
+	releasing := make(chan Object, len(objects))
+	gate := make(chan struct{})
+	a := join(t, "a")
+	ab := NewBalancer(a, func() []Object { return objects }, Hooks{
+		Releasing: func(o Object) {
+			releasing <- o
+			<-gate
+		},
+	})
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ab.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	testwait.For(t, 20*time.Second, "a holds both objects", func() bool { return len(ab.Held()) == 2 })
+	fences := ab.Held()
+
+	tr := newTracker(t)
+	b := startMember(t, tr, "b", objects)
+	var o Object
+	select {
+	case o = <-releasing:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a did not start giving an object to b")
+	}
+	// a is inside Releasing: its key stands, b does not hold it.
+	resp, err := newClient(t).Get(ctx, fences[o].Key)
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != fences[o].Revision {
+		t.Fatalf("owner key of %s while a is releasing it: %v (%v)", o, resp.Kvs, err)
+	}
+	if _, has := b.b.Fence(o); has {
+		t.Fatalf("b holds %s while a is releasing it", o)
+	}
+	close(gate)
+	testwait.For(t, 20*time.Second, "b takes the object a gave up", func() bool {
+		_, has := b.b.Fence(o)
+		return has
+	})
+	if _, has := ab.Fence(o); has || len(ab.Held()) != 1 {
+		t.Errorf("a holds %v after giving %s up", ab.Held(), o)
 	}
 }
