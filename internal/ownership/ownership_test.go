@@ -129,11 +129,17 @@ func TestAcquireRelease(t *testing.T) {
 		t.Fatalf("the stale release deleted the owner key (%v)", err)
 	}
 
+	if err := a.Verify(ctx, fa); err != nil {
+		t.Fatalf("Verify of an owned object = %v", err)
+	}
 	if err := a.Release(ctx, o, fa); err != nil {
 		t.Fatal(err)
 	}
 	if tr, err := c.Txn(ctx).If(fa.Cmp()).Commit(); err != nil || tr.Succeeded {
 		t.Fatalf("the fence still stands after Release (%v)", err)
+	}
+	if err := a.Verify(ctx, fa); !errors.Is(err, ErrNotOwned) {
+		t.Fatalf("Verify after Release = %v, want ErrNotOwned", err)
 	}
 	fb, err := b.Acquire(ctx, o)
 	if err != nil {
@@ -155,6 +161,10 @@ func TestAcquireRelease(t *testing.T) {
 	}
 	if _, err := a.Acquire(ctx, o); err != nil {
 		t.Fatalf("acquire after the owner's lease was revoked: %v", err)
+	}
+	testwait.For(t, 10*time.Second, "b to notice its lease is gone", func() bool { return b.Err() != nil })
+	if err := b.Verify(ctx, fb); !errors.Is(err, election.ErrLeaseLost) {
+		t.Errorf("Verify of a lost session = %v, want ErrLeaseLost", err)
 	}
 }
 
