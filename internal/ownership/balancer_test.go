@@ -239,7 +239,10 @@ func TestBalancerPartitioned(t *testing.T) {
 	a := startMember(t, tr, "a", objects)
 	b := startMember(t, tr, "b", objects)
 	cut := newClient(t, proxy.Endpoint())
-	c := startMemberWith(t, cut, tr, "c", objects)
+	// A wide margin (stop acting 1.5s before the lease can run out): the
+	// exclusion must hold on a busy machine too.
+	cutOpts := Options{TTL: 3 * time.Second, Margin: 1500 * time.Millisecond}
+	c := startMemberWith(t, cut, cutOpts, tr, "c", objects)
 	settled(t, objects, a, b, c)
 	heldA, heldB, heldC := a.b.Held(), b.b.Held(), c.b.Held()
 
@@ -273,7 +276,7 @@ func TestBalancerPartitioned(t *testing.T) {
 	heldA, heldB = a.b.Held(), b.b.Held()
 	before := tr.acquisitions()
 	restored := time.Now()
-	c2 := startMemberWith(t, cut, tr, "c again", objects)
+	c2 := startMemberWith(t, cut, cutOpts, tr, "c again", objects)
 	t.Logf("joined again %s after the restore", time.Since(restored).Round(time.Millisecond))
 	settled(t, objects, a, b, c2)
 	t.Logf("settled %s after the restore", time.Since(restored).Round(time.Millisecond))

@@ -53,13 +53,14 @@ func ctxT(t *testing.T) context.Context {
 // 2s); it leaves at cleanup.
 func join(t *testing.T, identity string) *Session {
 	t.Helper()
-	return joinWith(t, newClient(t), identity)
+	return joinWith(t, newClient(t), identity, Options{TTL: 2 * time.Second})
 }
 
-// joinWith joins through client.
-func joinWith(t *testing.T, client *clientv3.Client, identity string) *Session {
+// joinWith joins through client with opts, under the test's prefix.
+func joinWith(t *testing.T, client *clientv3.Client, identity string, opts Options) *Session {
 	t.Helper()
-	s, err := Join(ctxT(t), client, Options{Prefix: prefix(t), TTL: 2 * time.Second}, identity)
+	opts.Prefix = prefix(t)
+	s, err := Join(ctxT(t), client, opts, identity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,13 +138,13 @@ type member struct {
 // cleanup (before its session leaves).
 func startMember(t *testing.T, tr *tracker, identity string, objects []Object) *member {
 	t.Helper()
-	return startMemberWith(t, newClient(t), tr, identity, objects)
+	return startMemberWith(t, newClient(t), Options{TTL: 2 * time.Second}, tr, identity, objects)
 }
 
-// startMemberWith is startMember through client.
-func startMemberWith(t *testing.T, client *clientv3.Client, tr *tracker, identity string, objects []Object) *member {
+// startMemberWith is startMember through client, with opts.
+func startMemberWith(t *testing.T, client *clientv3.Client, opts Options, tr *tracker, identity string, objects []Object) *member {
 	t.Helper()
-	s := joinWith(t, client, identity)
+	s := joinWith(t, client, identity, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{s: s, b: NewBalancer(s, func() []Object { return objects }, tr.hooks(identity)), cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- m.b.Run(ctx) }()
