@@ -161,18 +161,21 @@ func TestBalancerRefreshAndOrphans(t *testing.T) {
 	}()
 	testwait.For(t, 20*time.Second, "a holds both objects", func() bool { return len(b.Held()) == 2 })
 
+	first := b.Held()
+
 	// An owner key of a member that is not live (its member key gone, its
 	// lease not yet expired): nobody takes that object meanwhile.
-	ghost := join(t, "ghost")
-	orphan := Object{KindGroup, "orphan"}
-	gf, err := ghost.Acquire(ctx, orphan)
+	c := newClient(t)
+	ghost, err := c.Grant(ctx, 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t)
-	if _, err := c.Delete(ctx, ghost.memberKey()); err != nil {
+	orphan := Object{KindGroup, "orphan"}
+	put, err := c.Put(ctx, prefix(t)+"/owners/group/orphan", "gone", clientv3.WithLease(ghost.ID))
+	if err != nil {
 		t.Fatal(err)
 	}
+	gf := election.Fence{Key: prefix(t) + "/owners/group/orphan", Revision: put.Header.Revision}
 	mu.Lock()
 	configured = append(objectsN(1), orphan) // g1 removed, orphan added
 	mu.Unlock()
@@ -184,11 +187,15 @@ func TestBalancerRefreshAndOrphans(t *testing.T) {
 	if _, has := b.Fence(orphan); has {
 		t.Fatal("a took an object whose owner's lease is in doubt")
 	}
-	if v, err := s.View(ctx); err != nil || len(v.Owners) != 2 {
-		t.Fatalf("owners after g1 was removed: %+v (%v)", v.Owners, err)
+	v, err := s.View(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Owners) != 2 || v.Owners[objects[0]].Fence != first[objects[0]] || v.Owners[orphan].Fence != gf {
+		t.Fatalf("owners after g1 was removed: %+v; want g0 still %s and the orphan still %s", v.Owners, first[objects[0]], gf)
 	}
 	// The ghost's lease ends: a takes the object.
-	if _, err := c.Revoke(ctx, ghost.lease.ID()); err != nil {
+	if _, err := c.Revoke(ctx, ghost.ID); err != nil {
 		t.Fatal(err)
 	}
 	testwait.For(t, 20*time.Second, "a takes the orphan once its owner key is gone", func() bool {
