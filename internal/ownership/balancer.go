@@ -12,7 +12,8 @@ import (
 )
 
 // Hooks are how a Balancer tells its caller what this process owns. They
-// are called from Run's goroutine, one at a time.
+// are called from Run's goroutine, one at a time (a hook that blocks holds
+// up the balancing); they may call the Balancer's Held, Fence and View.
 type Hooks struct {
 	// Acquired: the process owns the object now; fence every state write
 	// made for it with the fence.
