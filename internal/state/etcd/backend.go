@@ -95,6 +95,9 @@ type Backend struct {
 	// stats is the running write's; lastWrite the last successful one's.
 	stats, lastWrite WriteStats
 	writes           int
+	// interrupt, set by tests, is called before each request a write
+	// makes; an error stops the write there.
+	interrupt func() error
 }
 
 var (

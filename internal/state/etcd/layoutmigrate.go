@@ -119,3 +119,17 @@ func (b *Backend) verify(ctx context.Context, want *state.Document) error {
 	}
 	return nil
 }
+
+// OldLayout reports whether the state is stored as one value (LegacyKey)
+// and not in the split layout: what MigrateLayout moves. It reads no
+// values.
+func (b *Backend) OldLayout(ctx context.Context) (bool, error) {
+	resp, err := b.client.Txn(ctx).Then(
+		clientv3.OpGet(b.LegacyKey(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(b.StateKey(), clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return false, fmt.Errorf("read state %s: %w", b.name(), err)
+	}
+	return len(resp.Responses[0].GetResponseRange().Kvs) > 0 && len(resp.Responses[1].GetResponseRange().Kvs) == 0, nil
+}

@@ -39,13 +39,9 @@ func (c cache) has(key string) bool {
 
 // prune drops what refs does not name.
 func (c cache) prune(refs map[string]bool) {
-	for _, m := range []func(func(string) bool){
-		func(keep func(string) bool) { maps.DeleteFunc(c.chunks, func(k string, _ []state.Instance) bool { return !keep(k) }) },
-		func(keep func(string) bool) { maps.DeleteFunc(c.groups, func(k string, _ *groupRec) bool { return !keep(k) }) },
-		func(keep func(string) bool) { maps.DeleteFunc(c.raw, func(k string, _ []byte) bool { return !keep(k) }) },
-	} {
-		m(func(k string) bool { return refs[k] })
-	}
+	maps.DeleteFunc(c.chunks, func(k string, _ []state.Instance) bool { return !refs[k] })
+	maps.DeleteFunc(c.groups, func(k string, _ *groupRec) bool { return !refs[k] })
+	maps.DeleteFunc(c.raw, func(k string, _ []byte) bool { return !refs[k] })
 }
 
 // loaded is a state tree as read at one revision.

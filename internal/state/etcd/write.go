@@ -15,9 +15,12 @@ import (
 // MiB by default) and a transaction of more than --max-txn-ops operations
 // (128 by default); a write stays well below both, whatever the size of
 // the document.
-const (
+var (
 	txnMaxBytes = 900 << 10
 	txnMaxOps   = 100
+)
+
+const (
 	// opOverhead is what an operation costs in a request beyond its key
 	// and value (framing, a little slack).
 	opOverhead = 32
@@ -141,6 +144,9 @@ func (b *Backend) swap(ctx context.Context, k keys, rev int64, c conds, extra []
 		orElse = append(orElse, clientv3.OpGet(f.Key))
 	}
 	cmps = append(cmps, extra...)
+	if err := b.interrupted(); err != nil {
+		return 0, nil, err
+	}
 	resp, err := b.client.Txn(ctx).If(cmps...).Then(then...).Else(orElse...).Commit()
 	b.count(1, size)
 	if err != nil {
@@ -186,6 +192,9 @@ func (b *Backend) commitLarge(ctx context.Context, k keys, e *encoded, dels []st
 	b.mu.Lock()
 	b.stats.large = true
 	b.mu.Unlock()
+	if err := b.interrupted(); err != nil {
+		return 0, nil, err
+	}
 	lease, err := b.client.Grant(ctx, writingTTL)
 	b.count(1, 0)
 	if err != nil {
@@ -193,6 +202,9 @@ func (b *Backend) commitLarge(ctx context.Context, k keys, e *encoded, dels []st
 	}
 	defer b.revoke(lease.ID)
 	marker := fmt.Sprintf("%s%x", k.writing(), int64(lease.ID))
+	if err := b.interrupted(); err != nil {
+		return 0, nil, err
+	}
 	mr, err := b.client.Put(ctx, marker, "", clientv3.WithLease(lease.ID))
 	b.count(1, len(marker)+opOverhead)
 	if err != nil {
@@ -205,6 +217,9 @@ func (b *Backend) commitLarge(ctx context.Context, k keys, e *encoded, dels []st
 		for i, p := range batch {
 			then[i] = clientv3.OpPut(p.key, string(p.value))
 			size += len(p.key) + len(p.value) + opOverhead
+		}
+		if err := b.interrupted(); err != nil {
+			return 0, nil, err
 		}
 		resp, err := b.client.Txn(ctx).If(held).Then(then...).Commit()
 		b.count(1, size)
@@ -278,6 +293,9 @@ func (b *Backend) collect(ctx context.Context, k keys, rev int64, keys []string)
 			ops[i] = clientv3.OpDelete(key)
 			size += len(key) + opOverhead
 		}
+		if b.interrupted() != nil {
+			return
+		}
 		resp, err := b.client.Txn(ctx).If(same, idle).Then(ops...).Commit()
 		b.count(1, size)
 		if err != nil || !resp.Succeeded {
@@ -327,4 +345,13 @@ func (b *Backend) requestError(err error, size int) error {
 		return fmt.Errorf("write state %s: a request of %d bytes is more than the etcd server accepts (one part of the state is that large; raise its --max-request-bytes): %w", b.name(), size, err)
 	}
 	return fmt.Errorf("write state %s: %w", b.name(), err)
+}
+
+// interrupted is the test hook that stops a write before a request, as a
+// crash there would.
+func (b *Backend) interrupted() error {
+	if b.interrupt == nil {
+		return nil
+	}
+	return b.interrupt()
 }
