@@ -11,8 +11,9 @@ import (
 
 // Sentinel errors; match them with errors.Is.
 var (
-	// ErrFenced: a fenced write was refused because the leadership it was
-	// fenced with has ended. The writer must stop acting.
+	// ErrFenced: a fenced write was refused because a lease it was fenced
+	// with (a leadership, an object's ownership) has ended. The writer
+	// must stop acting.
 	ErrFenced = errors.New("state write fenced off")
 	// ErrLockLost: a write made under a lock taken through this Backend was
 	// refused because the lock's lease ended (the holder was paused or cut
@@ -21,7 +22,8 @@ var (
 	ErrLockLost = errors.New("state lock lost")
 )
 
-// FencedError is a write refused by its fence. It matches ErrFenced.
+// FencedError is a write refused by one of its fences (Fence: the first
+// found fallen). It matches ErrFenced.
 type FencedError struct {
 	State string
 	Fence election.Fence

@@ -132,7 +132,7 @@ func (b *Backend) countWrite(puts, dels int) {
 func (b *Backend) swap(ctx context.Context, k keys, rev int64, c conds, extra []clientv3.Cmp, then []clientv3.Op, size int) (int64, *failure, error) {
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k.head()), "=", rev)}
 	orElse := []clientv3.Op{clientv3.OpGet(k.head()), clientv3.OpGet(b.LegacyKey(), clientv3.WithKeysOnly())}
-	if rev == 0 {
+	if rev == 0 && k == b.live() {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(b.LegacyKey()), "=", c.legacyRev))
 	}
 	if c.holder != nil {
