@@ -350,3 +350,90 @@ func TestUnchanged(t *testing.T) {
 		t.Fatalf("after another's write: Unchanged = %v, %v", same, err)
 	}
 }
+
+// TestSweepSparesWritesUnderWay pauses a write of several requests after
+// it wrote some of its new parts (referred to by nothing yet) and sweeps
+// meanwhile from another Backend: the sweep deletes none of them (the
+// writer's marker holds it off), so the write, resumed, lands whole. A
+// write of another Backend in the pause makes the resumed one fail as a
+// compare-and-swap, leaving the other's document.
+func TestSweepSparesWritesUnderWay(t *testing.T) {
+	defer func(b, o int) { txnMaxBytes, txnMaxOps = b, o }(txnMaxBytes, txnMaxOps)
+	txnMaxBytes, txnMaxOps = 8<<10, 4
+	for _, interleaved := range []bool{false, true} {
+		t.Run(fmt.Sprintf("another write in the pause: %v", interleaved), func(t *testing.T) {
+			ctx := ctxT(t)
+			c := newClient(t)
+			pfx := prefix(t)
+			base := New(c, Options{Prefix: pfx})
+			doc := bigDoc(2, 10)
+			if err := base.Write(ctx, doc); err != nil {
+				t.Fatal(err)
+			}
+			a := New(c, Options{Prefix: pfx})
+			da, err := a.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			big := bigDoc(3, 3000)
+			big.Lineage, big.Serial = da.Lineage, da.Serial
+			paused, resume := make(chan struct{}), make(chan struct{})
+			n := 0
+			a.interrupt = func() error {
+				if n++; n == 5 { // grant, marker, two batches written
+					close(paused)
+					<-resume
+				}
+				return nil
+			}
+			done := make(chan error, 1)
+			go func() { done <- a.Write(ctx, big) }()
+			<-paused
+
+			b := New(c, Options{Prefix: pfx})
+			db, err := b.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if interleaved {
+				addMarker(db, "b")
+				if err := b.Write(ctx, db); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := keysUnder(t, c, pfx)
+			b.sweep(ctx, b.live(), b.seenRefs, b.seenRev)
+			if after := keysUnder(t, c, pfx); after != before {
+				t.Fatalf("a sweep during a write deleted %d keys", before-after)
+			}
+			close(resume)
+			err = <-done
+			got, rerr := New(c, Options{Prefix: pfx}).Read(ctx)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			want := big
+			if interleaved {
+				if !errors.Is(err, state.ErrSerialMoved) {
+					t.Fatalf("the resumed write = %v, want ErrSerialMoved", err)
+				}
+				want = db
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, canonical(t, want)) {
+				t.Fatal("the state is not the document expected")
+			}
+			// Once no write is under way, a sweep leaves only what the head
+			// names.
+			r := New(c, Options{Prefix: pfx})
+			if _, err := r.Read(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r.sweep(ctx, r.live(), r.seenRefs, r.seenRev)
+			if n := keysUnder(t, c, pfx); n != int64(len(r.seenRefs)+1) {
+				t.Fatalf("%d keys after the sweep, want %d", n, len(r.seenRefs)+1)
+			}
+		})
+	}
+}
