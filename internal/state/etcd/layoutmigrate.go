@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/infrakit/infrakit/internal/state"
@@ -30,17 +31,9 @@ func MigrateLayout(ctx context.Context, b *Backend) (Migration, error) {
 		return Migration{}, fmt.Errorf("lock the state: %w", err)
 	}
 	defer unlock()
-	resp, err := b.client.Get(ctx, b.LegacyKey())
-	if err != nil {
-		return Migration{}, fmt.Errorf("read the state %s: %w", b.LegacyKey(), err)
-	}
-	kv := first(resp.Kvs)
-	if kv == nil {
-		return Migration{}, nil
-	}
-	old, err := state.Decode(b.LegacyKey()+" in etcd", kv.Value)
-	if err != nil {
-		return Migration{}, fmt.Errorf("the one-value state cannot be moved: %w", err)
+	old, kv, err := b.legacyDoc(ctx)
+	if err != nil || kv == nil {
+		return Migration{}, err
 	}
 	m := Migration{Moved: true, Lineage: old.Lineage, Serial: old.Serial, Backup: b.MigratedKey() + " in etcd"}
 	cur, err := b.load(ctx, b.live(), false)
@@ -62,6 +55,33 @@ func MigrateLayout(ctx context.Context, b *Backend) (Migration, error) {
 		return Migration{}, fmt.Errorf("%s holds a state (lineage %s, serial %d) and %s another (lineage %s, serial %d); refusing to choose — move one away: %w",
 			b.StateKey(), cur.doc.Lineage, cur.doc.Serial, b.LegacyKey(), old.Lineage, old.Serial, state.ErrLineage)
 	}
+	if err := b.moveLegacyAside(ctx, kv); err != nil {
+		return Migration{}, fmt.Errorf("the state is in the split layout; %w", err)
+	}
+	return m, nil
+}
+
+// legacyDoc reads the one-value state (kv nil: there is none), checked as
+// a Read checks a state.
+func (b *Backend) legacyDoc(ctx context.Context) (*state.Document, *mvccpb.KeyValue, error) {
+	resp, err := b.client.Get(ctx, b.LegacyKey())
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the state %s: %w", b.LegacyKey(), err)
+	}
+	kv := first(resp.Kvs)
+	if kv == nil {
+		return nil, nil, nil
+	}
+	doc, err := state.Decode(b.LegacyKey()+" in etcd", kv.Value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the one-value state cannot be moved: %w", err)
+	}
+	return doc, kv, nil
+}
+
+// moveLegacyAside moves the one-value state kv to MigratedKey, in one
+// transaction conditioned on it being unchanged.
+func (b *Backend) moveLegacyAside(ctx context.Context, kv *mvccpb.KeyValue) error {
 	tr, err := b.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(b.LegacyKey()), "=", kv.ModRevision)).
 		Then(clientv3.OpPut(b.MigratedKey(), string(kv.Value)), clientv3.OpDelete(b.LegacyKey())).
@@ -70,9 +90,9 @@ func MigrateLayout(ctx context.Context, b *Backend) (Migration, error) {
 		err = fmt.Errorf("it changed during the migration")
 	}
 	if err != nil {
-		return Migration{}, fmt.Errorf("the state is in the split layout; keeping the one value as a backup in %s failed: %w", b.MigratedKey(), err)
+		return fmt.Errorf("keeping the one value as a backup in %s failed: %w", b.MigratedKey(), err)
 	}
-	return m, nil
+	return nil
 }
 
 // createOver is Create where the one-value state still is, at revision
