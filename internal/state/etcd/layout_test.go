@@ -68,7 +68,7 @@ func roundTrip(t *rapid.T, b *Backend, doc *state.Document, base map[string]bool
 		t.Fatal(err)
 	}
 	for _, p := range e.parts {
-		if err := b.decodePart("x", p.key, p.value); err != nil {
+		if err := decodePart("x", b.prefix, p.key, p.value, b.cache); err != nil {
 			t.Fatal(err)
 		}
 	}

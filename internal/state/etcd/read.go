@@ -37,6 +37,20 @@ func (c cache) has(key string) bool {
 	return a || b || r
 }
 
+// copyTo puts key's entry, if c has it, into dst.
+func (c cache) copyTo(dst cache, key string) bool {
+	if v, ok := c.chunks[key]; ok {
+		dst.chunks[key] = v
+	} else if v, ok := c.groups[key]; ok {
+		dst.groups[key] = v
+	} else if v, ok := c.raw[key]; ok {
+		dst.raw[key] = v
+	} else {
+		return false
+	}
+	return true
+}
+
 // prune drops what refs does not name.
 func (c cache) prune(refs map[string]bool) {
 	maps.DeleteFunc(c.chunks, func(k string, _ []state.Instance) bool { return !refs[k] })
@@ -102,23 +116,24 @@ func (b *Backend) loadOnce(ctx context.Context, k keys, live bool) (*loaded, err
 			}
 		}
 	}
-	if err := b.fetch(ctx, name, rev, want); err != nil {
+	// parts is this read's own view of the parts, so that a concurrent
+	// read or write pruning the shared cache takes nothing from under it.
+	parts := newCache()
+	if err := b.fetch(ctx, name, rev, want, parts); err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	refs := refKeys(k, h, func(key string) *groupRec { return b.cache.groups[key] })
-	b.mu.Unlock()
-	if err := b.fetch(ctx, name, rev, keysOf(refs)); err != nil {
+	refs := refKeys(k, h, func(key string) *groupRec { return parts.groups[key] })
+	if err := b.fetch(ctx, name, rev, keysOf(refs), parts); err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	doc, err := assemble(name, k, h, b.cache)
-	if live {
-		b.cache.prune(refs)
-	}
-	b.mu.Unlock()
+	doc, err := assemble(name, k, h, parts)
 	if err != nil {
 		return nil, err
+	}
+	if live {
+		b.mu.Lock()
+		b.cache.prune(refs)
+		b.mu.Unlock()
 	}
 	return &loaded{doc: doc, rev: kv.ModRevision, refs: refs}, nil
 }
@@ -149,13 +164,14 @@ func decodeHead(name string, data []byte) (*head, error) {
 // 128 operations in a transaction by default).
 const fetchBatch = 100
 
-// fetch gets the parts among want that are not cached, as of rev, and
-// caches them decoded. A part the head refers to that is gone is damage.
-func (b *Backend) fetch(ctx context.Context, name string, rev int64, want []string) error {
+// fetch puts the parts among want into parts: from the cache, or fetched
+// as of rev and decoded (and then cached too). A part the head refers to
+// that is gone is damage.
+func (b *Backend) fetch(ctx context.Context, name string, rev int64, want []string, parts cache) error {
 	b.mu.Lock()
 	var missing []string
 	for _, key := range want {
-		if !b.cache.has(key) {
+		if !b.cache.copyTo(parts, key) {
 			missing = append(missing, key)
 		}
 	}
@@ -176,36 +192,37 @@ func (b *Backend) fetch(ctx context.Context, name string, rev int64, want []stri
 			if kv == nil {
 				return &state.InvalidError{State: name, Reason: fmt.Sprintf("its head refers to %s, which is missing (damaged?)", key)}
 			}
-			if err := b.decodePart(name, key, kv.Value); err != nil {
+			if err := decodePart(name, b.prefix, key, kv.Value, parts); err != nil {
 				return err
 			}
+			b.mu.Lock()
+			parts.copyTo(b.cache, key)
+			b.mu.Unlock()
 		}
 		missing = missing[n:]
 	}
 	return nil
 }
 
-// decodePart decodes one fetched part into the cache.
-func (b *Backend) decodePart(name, key string, value []byte) error {
+// decodePart decodes one fetched part (key under prefix) into c.
+func decodePart(name, prefix, key string, value []byte, c cache) error {
 	if hashOf(value) != key[len(key)-32:] {
 		return &state.InvalidError{State: name, Reason: fmt.Sprintf("%s does not hold what its name (a hash of it) says (damaged?)", key)}
 	}
 	var err error
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch kindOf(key[len(b.prefix):]) {
+	switch kindOf(key[len(prefix):]) {
 	case kindChunk:
 		var ins []state.Instance
 		if err = json.Unmarshal(value, &ins); err == nil {
-			b.cache.chunks[key] = ins
+			c.chunks[key] = ins
 		}
 	case kindGroup:
 		var rec groupRec
 		if err = json.Unmarshal(value, &rec); err == nil {
-			b.cache.groups[key] = &rec
+			c.groups[key] = &rec
 		}
 	default:
-		b.cache.raw[key] = value
+		c.raw[key] = value
 	}
 	if err != nil {
 		return &state.InvalidError{State: name, Reason: fmt.Sprintf("%s cannot be decoded: %v", key, err), Err: err}
@@ -251,6 +268,9 @@ func assemble(name string, k keys, h *head, c cache) (*state.Document, error) {
 			continue
 		}
 		rec := c.groups[k.part(kindGroup, gname, hash)]
+		if rec == nil {
+			return nil, invalid("the record of group %q is missing", gname)
+		}
 		g := &state.GroupStatus{Freed: rec.Freed, UpdateStopped: rec.UpdateStopped, Destroying: rec.Destroying}
 		if rec.Chunks != nil {
 			g.Instances = make([]state.Instance, 0, rec.Count)

@@ -437,3 +437,63 @@ func TestSweepSparesWritesUnderWay(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedBackend: writers and readers sharing one Backend (and its
+// cache) at once: every read is a whole document — as many markers as
+// writes — and no write is lost. Run it with -race.
+func TestSharedBackend(t *testing.T) {
+	b := newBackend(t)
+	const writers, writes = 3, 8
+	errs := make(chan error, writers+2)
+	stop := make(chan struct{})
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				doc, err := b.Read(context.Background())
+				if err == nil && uint64(len(markers(doc))) != doc.Serial {
+					err = fmt.Errorf("serial %d with %d markers", doc.Serial, len(markers(doc)))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for w := range writers {
+		go func() {
+			for i := range writes {
+				if _, err := lockedIncrement(b, fmt.Sprintf("w%d-%d", w, i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var failed error
+	for range writers {
+		if err := <-errs; err != nil && failed == nil {
+			failed = err
+		}
+	}
+	close(stop)
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc, err := New(b.Client(), Options{Prefix: prefix(t)}).Read(ctxT(t))
+	if err != nil || doc.Serial != writers*writes || len(markers(doc)) != writers*writes {
+		t.Fatalf("final state %+v, %v", doc, err)
+	}
+}
