@@ -120,6 +120,15 @@ func TestHundredThousand(t *testing.T) {
 			if n := keysUnder(t, w.Client(), pfx); n != int64(len(r.seenRefs)+1) {
 				t.Errorf("%d keys under the state, want %d", n, len(r.seenRefs)+1)
 			}
+			// A part nobody refers to (a dead writer's) is swept, on this
+			// etcd too (the sweep's condition is a range compare).
+			if _, err := w.Client().Put(ctx, r.live().part(kindChunk, "g0", strings.Repeat("0", 32)), "[]"); err != nil {
+				t.Fatal(err)
+			}
+			r.sweep(ctx, r.live(), r.seenRefs, r.seenRev)
+			if n := keysUnder(t, w.Client(), pfx); n != int64(len(r.seenRefs)+1) {
+				t.Errorf("%d keys under the state after a sweep, want %d", n, len(r.seenRefs)+1)
+			}
 		})
 	}
 }
