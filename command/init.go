@@ -137,6 +137,10 @@ Options:
                     in .infrakit/backend.json to the configured one, verify
                     it, and keep the old copy as a backup. Without this flag
                     init stops when the old backend still holds state.
+                    With etcd it also moves a state an older infrakit
+                    stored as one value (<prefix>/state) to the
+                    per-object layout, keeping the one value in
+                    <prefix>/state.migrated.
 
   -lock-timeout D   How long -migrate-state waits for the state locks
                     (default 30s).

@@ -39,7 +39,11 @@ func (c *InitCommand) initBackend(stack *config.Stack, migrate bool, lockTimeout
 		return 1
 	}
 	if same {
-		if migrate {
+		if !configured.IsLocal() {
+			if code := c.splitLayout(ctx, configured, migrate); code != 0 {
+				return code
+			}
+		} else if migrate {
 			c.Ui.Output(fmt.Sprintf("The state is already in the configured backend (%s); nothing to migrate.", configured))
 		}
 		return c.record(configured)
@@ -93,6 +97,49 @@ func (c *InitCommand) initBackend(stack *config.Stack, migrate bool, lockTimeout
 		c.Ui.Output("- The previous copy is kept in " + m.Backup + ".")
 	}
 	return c.record(configured)
+}
+
+// splitLayout is init's step for a state that stays in etcd: a state
+// stored as one value, the layout of infrakit before the state was split
+// per object, is moved to the split layout with -migrate-state
+// (stateetcd.MigrateLayout; the one value is kept as a backup); without
+// the flag init stops, as no command can use it. It returns the exit code.
+func (c *InitCommand) splitLayout(ctx context.Context, b *config.Backend, migrate bool) int {
+	be, err := stateetcd.Open(stateetcd.ConfigFrom(b))
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error: opening the backend (%s): %s", b, err))
+		return 1
+	}
+	defer be.Close()
+	if !migrate {
+		old, err := be.OldLayout(ctx)
+		if err != nil {
+			c.Ui.Error(fmt.Sprintf("Error: %s", err))
+			return 1
+		}
+		if old {
+			c.Ui.Error(fmt.Sprintf("Error: %s holds the state as one value (%s), the layout of an older infrakit.\n\n"+
+				"Run \"infrakit init -migrate-state\" to move it to the per-object layout (the old value is kept as a backup).", b, be.LegacyKey()))
+			return 1
+		}
+		return 0
+	}
+	m, err := stateetcd.MigrateLayout(ctx, be)
+	if err != nil {
+		c.Ui.Error(fmt.Sprintf("Error: migrating the state to the per-object layout: %s", err))
+		return 1
+	}
+	switch {
+	case !m.Moved:
+		c.Ui.Output(fmt.Sprintf("The state is already in the configured backend (%s); nothing to migrate.", b))
+	case m.Resumed:
+		c.Ui.Output(fmt.Sprintf("- %s already held this state in the per-object layout (lineage %s, serial %d): finished an interrupted migration.", b, m.Lineage, m.Serial))
+		c.Ui.Output("- The one-value copy is kept in " + m.Backup + ".")
+	default:
+		c.Ui.Output(fmt.Sprintf("- Moved the state (lineage %s, serial %d) from one value (%s) to the per-object layout and verified it.", m.Lineage, m.Serial, be.LegacyKey()))
+		c.Ui.Output("- The one-value copy is kept in " + m.Backup + ".")
+	}
+	return 0
 }
 
 // sameBackend reports whether two backends hold the state in one place;

@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
 	"github.com/infrakit/infrakit/internal/syncbuf"
 )
@@ -407,7 +408,7 @@ func etcdHistory(t *testing.T, c *clientv3.Client, prefix string, from int64) (w
 			if ev.Type == mvccpb.DELETE && ev.PrevKv != nil {
 				leaderGone[string(ev.PrevKv.Value)] = ev.Kv.ModRevision
 			}
-		case key == prefix+"/state" && ev.Type == mvccpb.PUT:
+		case key == prefix+"/state/head" && ev.Type == mvccpb.PUT: // every state write swaps the head
 			w := stateWrite{rev: ev.Kv.ModRevision}
 			var doc struct {
 				Serial uint64 `json:"serial"`
@@ -707,20 +708,9 @@ func TestHATwoApplies(t *testing.T) {
 		t.Errorf("%d applies say they added the %d instances, want exactly one:\n%s", added, size, strings.Join(summary, "\n"))
 	}
 
-	resp, err := client.Get(ctx, prefix+"/state")
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("the state in etcd: %v (%v)", resp, err)
-	}
-	var doc struct {
-		Serial uint64 `json:"serial"`
-		Groups map[string]struct {
-			Instances []struct {
-				ID string `json:"id"`
-			} `json:"instances"`
-		} `json:"groups"`
-	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &doc); err != nil {
-		t.Fatal(err)
+	doc, err := stateetcd.New(client, stateetcd.Options{Prefix: prefix}).Read(ctx)
+	if err != nil || doc.Groups["web"] == nil {
+		t.Fatalf("the state in etcd: %+v (%v)", doc, err)
 	}
 	var recorded []string
 	for _, in := range doc.Groups["web"].Instances {

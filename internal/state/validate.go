@@ -44,3 +44,9 @@ func invalidStack(state, what string, err error) error {
 		Err:    err,
 	}
 }
+
+// CheckStacks is the check of the stacks a document holds that Decode
+// makes (checkStacks), for a backend that assembles a document from
+// several stored parts instead of decoding it whole (the etcd backend).
+// state names where the document came from, for messages.
+func CheckStacks(state string, doc *Document) error { return checkStacks(state, doc) }

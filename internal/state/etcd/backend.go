@@ -1,16 +1,44 @@
 // Package etcd is the etcd state backend: the same state document as the
-// local backend (state.Encode/Decode, the same validation and refusals),
-// stored under one key, written with compare-and-swap transactions, locked
-// with an etcd lease, and optionally fenced by a leader's key (package
-// election) so that a deposed leader's writes fail.
+// local backend (the same validation and refusals), stored split per
+// object so that no request grows with the stack, written with
+// compare-and-swap transactions, locked with an etcd lease, and optionally
+// fenced by leases' keys (package election's leader key, per-object owner
+// keys) so that a deposed writer's writes fail.
 //
 // Keys, under a stack's prefix P (say /infrakit/mystack):
 //
-//	P/state            the state document (JSON, as infrakit.state.json)
-//	P/state.migrated   the document as `init -migrate-state` moved it out
-//	P/lock/<lease>     lock holders and waiters (concurrency.Mutex); the
-//	                   holder's key holds its state.LockInfo as JSON
-//	P/leader/<lease>   leader election (package election)
+//	P/state/head                 the document's version, serial and lineage,
+//	                             and the hash of each part below (JSON): the
+//	                             one key every write swaps, by compare-and-swap
+//	                             on its mod revision
+//	P/state/meta/<hash>          the desired stack and the outputs
+//	P/state/group/<name>/<hash>  a group's record: its flags and the hashes
+//	                             of its instance list's chunks, in order
+//	P/state/chunk/<name>/<hash>  a run of a group's instances (JSON array),
+//	                             cut where an instance ID's hash says
+//	                             (content-defined: one changed instance
+//	                             changes one chunk)
+//	P/state/ingress/<name>/<hash>, P/state/enrollment/<name>/<hash>
+//	                             an ingress's or enrollment's record
+//	P/state/writing/<lease>      a write of more than one request under way
+//	                             (on a lease): holds off garbage collection
+//	P/state                      the whole document as one value: the layout
+//	                             of older infrakit; `init -migrate-state`
+//	                             moves it to the split layout
+//	P/state.migrated             the one-value document `init -migrate-state`
+//	                             moved, kept as a backup; P/state.migrated/...
+//	                             a split-layout backup of a state moved out
+//	P/lock/<lease>               lock holders and waiters (concurrency.Mutex);
+//	                             the holder's key holds its state.LockInfo
+//	P/leader/<lease>             leader election (package election)
+//
+// Every part but the head is named by the hash of its value and never
+// changes: a write puts the parts the stored document lacks and then, in
+// one transaction, swaps the head and deletes the parts no longer referred
+// to. A reader sees the head at one revision and the parts it names as of
+// that revision, so it always sees one whole document; a writer that dies
+// between requests leaves only unreferenced parts, which a later write
+// collects.
 package etcd
 
 import (
@@ -22,7 +50,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/infrakit/infrakit/internal/election"
@@ -47,9 +74,7 @@ type Options struct {
 	LeaseTTL time.Duration
 }
 
-// Backend is a state.Store in etcd. Reads and writes are single
-// round trips; Lock holds one lease per acquisition. It is safe for
-// concurrent use.
+// Backend is a state.Store in etcd. It is safe for concurrent use.
 type Backend struct {
 	client *clientv3.Client
 	owned  bool // Close closes client
@@ -60,13 +85,25 @@ type Backend struct {
 	// holder is the lock held through this Backend, if any: writes are
 	// then conditioned on still holding it.
 	holder *lockHolder
-	// seen is the header of the document at revision seenRev, so a write
-	// that starts from it needs no read first.
-	seen    state.Header
-	seenRev int64
+	// seen is the header of the document whose head has mod revision
+	// seenRev, and seenRefs its parts: a write that starts from it needs
+	// no read first, and sends only the parts that changed.
+	seen     state.Header
+	seenRev  int64
+	seenRefs map[string]bool
+	cache    cache
+	// stats is the running write's; lastWrite the last successful one's.
+	stats, lastWrite WriteStats
+	writes           int
+	// interrupt, set by tests, is called before each request a write
+	// makes; an error stops the write there.
+	interrupt func() error
 }
 
-var _ state.Store = (*Backend)(nil)
+var (
+	_ state.Store       = (*Backend)(nil)
+	_ state.Revalidator = (*Backend)(nil)
+)
 
 // New returns the backend over client, which the caller owns (Close does
 // not close it).
@@ -79,7 +116,7 @@ func New(client *clientv3.Client, opts Options) *Backend {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	return &Backend{client: client, prefix: prefix, ttl: ttl}
+	return &Backend{client: client, prefix: prefix, ttl: ttl, cache: newCache()}
 }
 
 // Client is the etcd client (for an election on the same connection).
@@ -88,10 +125,16 @@ func (b *Backend) Client() *clientv3.Client { return b.client }
 // Prefix is the stack's key prefix.
 func (b *Backend) Prefix() string { return b.prefix }
 
-// StateKey is where the document is stored.
-func (b *Backend) StateKey() string { return b.prefix + "/state" }
+// StateKey is the state's head: the key every write swaps.
+func (b *Backend) StateKey() string { return b.live().head() }
 
-// MigratedKey is where MoveAside keeps the document.
+// LegacyKey is where infrakit before the split layout stored the whole
+// document as one value.
+func (b *Backend) LegacyKey() string { return b.prefix + "/state" }
+
+// MigratedKey is where a moved-out state is kept: the one-value document
+// MigrateLayout moved, or (under MigratedKey()+"/") the split-layout tree
+// MoveAside moved.
 func (b *Backend) MigratedKey() string { return b.prefix + "/state.migrated" }
 
 // LockKey is the lock's key prefix (holders are LockKey()+"/<lease>").
@@ -99,6 +142,9 @@ func (b *Backend) LockKey() string { return b.prefix + "/lock" }
 
 // LeaseTTL is the lock lease's TTL.
 func (b *Backend) LeaseTTL() time.Duration { return b.ttl }
+
+func (b *Backend) live() keys   { return keys{root: b.prefix + "/state"} }
+func (b *Backend) backup() keys { return keys{root: b.MigratedKey()} }
 
 // Close closes the client if Open made it.
 func (b *Backend) Close() error {
@@ -109,77 +155,72 @@ func (b *Backend) Close() error {
 }
 
 // name is the state's name in messages.
-func (b *Backend) name() string { return b.StateKey() + " in etcd" }
+func (b *Backend) name() string { return b.prefix + "/state in etcd" }
 
-// Read returns the stored document, or state.NewDocument() when there is
-// none. A stored document that state.Decode refuses is an error matching
-// state.ErrInvalid.
-func (b *Backend) Read(ctx context.Context) (*state.Document, error) {
-	resp, err := b.client.Get(ctx, b.StateKey())
-	if err != nil {
-		return nil, fmt.Errorf("read state %s: %w", b.name(), err)
-	}
-	if len(resp.Kvs) == 0 {
-		return state.NewDocument(), nil
-	}
-	kv := resp.Kvs[0]
-	doc, err := state.Decode(b.name(), kv.Value)
-	if err != nil {
-		return nil, err
-	}
-	b.remember(kv.ModRevision, header(doc))
-	return doc, nil
-}
-
-// Write stores doc with compare-and-swap on its lineage and serial, in one
-// transaction; see state.Store. While a lock taken through this Backend is
-// held, the transaction is also conditioned on still holding it, so a
-// holder whose lease expired (paused, cut off) cannot write: the error
-// matches ErrLockLost. ctx bounds only the network wait: when ctx is
-// already done the write is still tried, for at most WriteGrace, so state
-// can be saved after an interrupt.
+// Write stores doc with compare-and-swap on its lineage and serial; see
+// state.Store. It sends only the parts of doc that differ from the
+// document it was read or last written at (when this Backend read or
+// wrote it; otherwise it reads the stored state first), and deletes the
+// parts no longer referred to. While a lock taken through this Backend is
+// held, the write is also conditioned on still holding it, so a holder
+// whose lease expired (paused, cut off) cannot write: the error matches
+// ErrLockLost. ctx bounds only the network wait: when ctx is already done
+// the write is still tried, for at most WriteGrace, so state can be saved
+// after an interrupt.
 func (b *Backend) Write(ctx context.Context, doc *state.Document) error {
 	return b.write(ctx, doc, nil)
 }
 
-// WriteFenced is Write conditioned also on fence: it fails with an error
-// matching ErrFenced (and stores nothing) once the leadership fence stands
-// for has ended.
-func (b *Backend) WriteFenced(ctx context.Context, doc *state.Document, fence election.Fence) error {
-	if fence.IsZero() {
-		return errors.New("write state: empty fence")
+// WriteFenced is Write conditioned also on every fence: it fails with an
+// error matching ErrFenced (a *FencedError naming the first fence found
+// fallen) and stores nothing once any of the leases the fences stand for
+// has ended.
+func (b *Backend) WriteFenced(ctx context.Context, doc *state.Document, fences ...election.Fence) error {
+	if len(fences) == 0 {
+		return errors.New("write state: no fence")
 	}
-	return b.write(ctx, doc, &fence)
+	for _, f := range fences {
+		if f.IsZero() {
+			return errors.New("write state: empty fence")
+		}
+	}
+	return b.write(ctx, doc, fences)
 }
 
 // Fenced is this Backend as a state.Store whose every Write is
-// WriteFenced(fence): what a leader hands to the code that acts for it.
-func (b *Backend) Fenced(fence election.Fence) state.Store {
-	return fenced{b: b, fence: fence}
+// WriteFenced(fences...): what a leader (or an object's owner) hands to
+// the code that acts for it.
+func (b *Backend) Fenced(fences ...election.Fence) state.Store {
+	return fenced{b: b, fences: fences}
 }
 
 type fenced struct {
-	b     *Backend
-	fence election.Fence
+	b      *Backend
+	fences []election.Fence
 }
+
+var _ state.Revalidator = fenced{}
 
 func (f fenced) Read(ctx context.Context) (*state.Document, error) { return f.b.Read(ctx) }
 func (f fenced) Write(ctx context.Context, doc *state.Document) error {
-	return f.b.WriteFenced(ctx, doc, f.fence)
+	return f.b.WriteFenced(ctx, doc, f.fences...)
 }
 func (f fenced) Lock(ctx context.Context, info state.LockInfo) (func() error, error) {
 	return f.b.Lock(ctx, info)
+}
+func (f fenced) Unchanged(ctx context.Context, h state.Header) (bool, error) {
+	return f.b.Unchanged(ctx, h)
 }
 
 func header(doc *state.Document) state.Header {
 	return state.Header{Exists: true, Lineage: doc.Lineage, Serial: doc.Serial}
 }
 
-func (b *Backend) remember(rev int64, h state.Header) {
+func (b *Backend) remember(rev int64, h state.Header, refs map[string]bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if rev >= b.seenRev {
-		b.seen, b.seenRev = h, rev
+		b.seen, b.seenRev, b.seenRefs = h, rev, refs
 	}
 }
 
@@ -193,108 +234,135 @@ func graceful(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // maxWriteAttempts bounds the retries of a write whose document did not
-// change but whose key did (a rewrite of the same serial).
+// change but whose head did (a rewrite of the same serial).
 const maxWriteAttempts = 5
 
-func (b *Backend) write(ctx context.Context, doc *state.Document, fence *election.Fence) error {
-	if doc == nil {
+func checkWritable(doc *state.Document) error {
+	switch {
+	case doc == nil:
 		return errors.New("write state: nil document")
-	}
-	if doc.Lineage == "" {
+	case doc.Lineage == "":
 		return errors.New("write state: document has no lineage (start from Read or NewDocument)")
-	}
-	if doc.Version > state.FormatVersion {
+	case doc.Version > state.FormatVersion:
 		return fmt.Errorf("write state: document is format %d; this build writes format %d", doc.Version, state.FormatVersion)
+	}
+	return nil
+}
+
+func (b *Backend) write(ctx context.Context, doc *state.Document, fences []election.Fence) error {
+	if err := checkWritable(doc); err != nil {
+		return err
 	}
 	next := *doc
 	next.Version = state.FormatVersion
 	next.Serial = doc.Serial + 1
-	data, err := state.Encode(&next)
-	if err != nil {
-		return fmt.Errorf("write state: %w", err)
-	}
 	ctx, cancel := graceful(ctx)
 	defer cancel()
 
 	read := state.Header{Exists: !doc.IsNew(), Lineage: doc.Lineage, Serial: doc.Serial}
-	// rev is the mod revision the key must still have: 0 for "absent".
-	var rev int64
-	var current *mvccpb.KeyValue // what is stored, when it must be checked
 	b.mu.Lock()
+	b.stats = WriteStats{}
+	// rev is the mod revision the head must still have (0: absent), base
+	// the parts it refers to.
+	var rev int64
+	var base map[string]bool
 	known := !read.Exists || (b.seenRev > 0 && b.seen == read)
 	if read.Exists && known {
-		rev = b.seenRev
+		rev, base = b.seenRev, b.seenRefs
 	}
-	holder := b.holder
+	c := conds{holder: b.holder, fences: fences}
 	b.mu.Unlock()
-	if !known {
-		resp, err := b.client.Get(ctx, b.StateKey())
-		if err != nil {
-			return fmt.Errorf("write state %s: %w", b.name(), err)
-		}
-		current = first(resp.Kvs)
-	}
 
 	for attempt := 0; ; attempt++ {
 		if !known {
-			stored, err := b.storedHeader(current)
+			// Start from the stored state, checked whole: a state Read
+			// would refuse is never overwritten.
+			l, err := b.load(ctx, b.live(), true)
 			if err != nil {
 				return fmt.Errorf("write state: %w", err)
+			}
+			stored := state.Header{}
+			if l.rev > 0 {
+				stored = header(l.doc)
+				b.remember(l.rev, stored, l.refs)
 			}
 			if err := conflict(b.name(), stored, read); err != nil {
 				return err
 			}
-			rev = 0
-			if current != nil {
-				rev = current.ModRevision
-			}
 			if attempt >= maxWriteAttempts {
 				return &state.ConflictError{State: b.name(), Kind: state.ErrSerialMoved, Stored: stored, Read: read}
 			}
+			rev, base = l.rev, l.refs
 		}
-		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(b.StateKey()), "=", rev)}
-		orElse := []clientv3.Op{clientv3.OpGet(b.StateKey())}
-		if holder != nil {
-			cmps = append(cmps, holder.owns())
-			orElse = append(orElse, clientv3.OpGet(holder.key))
-		}
-		if fence != nil {
-			cmps = append(cmps, fence.Cmp())
-			orElse = append(orElse, clientv3.OpGet(fence.Key))
-		}
-		resp, err := b.client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(b.StateKey(), string(data))).Else(orElse...).Commit()
-		if errors.Is(err, rpctypes.ErrRequestTooLarge) {
-			return fmt.Errorf("write state %s: the document is %d bytes, more than the etcd server accepts (raise its --max-request-bytes): %w", b.name(), len(data), err)
-		}
+		b.mu.Lock()
+		cached := b.cache.chunks
+		e, err := encode(b.live(), &next, base, func(key string) []state.Instance { return cached[key] })
+		b.mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("write state %s: %w", b.name(), err)
+			return fmt.Errorf("write state: %w", err)
 		}
-		if resp.Succeeded {
-			b.remember(resp.Header.Revision, state.Header{Exists: true, Lineage: doc.Lineage, Serial: next.Serial})
+		newRev, f, err := b.commit(ctx, b.live(), e, base, rev, c)
+		if err != nil {
+			return err
+		}
+		if f == nil {
+			b.written(ctx, e, newRev, header(&next))
 			doc.Serial = next.Serial
 			doc.Version = next.Version
 			return nil
 		}
-		// Which condition failed? Leadership and lock first: a deposed
-		// writer must hear that, not a serial conflict it caused.
-		i := 1
-		if holder != nil {
-			if kv := first(resp.Responses[i].GetResponseRange().Kvs); kv == nil || kv.CreateRevision != holder.rev {
-				return &LockLostError{State: b.name(), Key: holder.key}
-			}
-			i++
+		if f.err != nil {
+			return f.err
 		}
-		if fence != nil {
-			var now int64
-			if kv := first(resp.Responses[i].GetResponseRange().Kvs); kv != nil {
-				now = kv.CreateRevision
-			}
-			if now != fence.Revision {
-				return &FencedError{State: b.name(), Fence: *fence, Current: now}
-			}
+		stored, err := b.storedHeader(f)
+		if err != nil {
+			return fmt.Errorf("write state: %w", err)
 		}
-		current = first(resp.Responses[0].GetResponseRange().Kvs)
+		if err := conflict(b.name(), stored, read); err != nil {
+			return err
+		}
 		known = false
+	}
+}
+
+// storedHeader is the header of what a failed commit found stored.
+func (b *Backend) storedHeader(f *failure) (state.Header, error) {
+	if f.head == nil {
+		if f.legacy {
+			return state.Header{}, &OldLayoutError{State: b.LegacyKey() + " in etcd"}
+		}
+		return state.Header{}, nil
+	}
+	d, err := decodeHead(b.StateKey()+" in etcd", f.head.value)
+	if err != nil {
+		return state.Header{}, err
+	}
+	return state.Header{Exists: true, Lineage: d.Lineage, Serial: d.Serial}, nil
+}
+
+// written records a successful write: the head it made, its parts (decoded,
+// in the cache) and its statistics; every sweepEvery writes it sweeps.
+func (b *Backend) written(ctx context.Context, e *encoded, rev int64, h state.Header) {
+	b.mu.Lock()
+	for key, ins := range e.chunks {
+		b.cache.chunks[key] = ins
+	}
+	for key, rec := range e.groups {
+		b.cache.groups[key] = rec
+	}
+	for _, p := range e.parts {
+		if !b.cache.has(p.key) {
+			b.cache.raw[p.key] = p.value
+		}
+	}
+	b.cache.prune(e.refs)
+	b.lastWrite = b.stats
+	b.writes++
+	sweep := b.writes%sweepEvery == 0 || b.stats.large
+	b.mu.Unlock()
+	b.remember(rev, h, e.refs)
+	if sweep {
+		b.sweep(ctx, b.live(), e.refs, rev)
 	}
 }
 
@@ -303,29 +371,6 @@ func first(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
 		return nil
 	}
 	return kvs[0]
-}
-
-// storedHeader validates what is stored (nil: nothing) and returns its
-// header. A document Read would refuse is an error, so it is never
-// overwritten.
-func (b *Backend) storedHeader(kv *mvccpb.KeyValue) (state.Header, error) {
-	if kv == nil {
-		return state.Header{}, nil
-	}
-	b.mu.Lock()
-	if b.seenRev == kv.ModRevision && b.seenRev > 0 {
-		h := b.seen
-		b.mu.Unlock()
-		return h, nil
-	}
-	b.mu.Unlock()
-	doc, err := state.Decode(b.name(), kv.Value)
-	if err != nil {
-		return state.Header{}, err
-	}
-	h := header(doc)
-	b.remember(kv.ModRevision, h)
-	return h, nil
 }
 
 // conflict is the compare-and-swap decision, the same as the local
@@ -338,75 +383,6 @@ func conflict(name string, stored, read state.Header) error {
 		return &state.ConflictError{State: name, Kind: state.ErrLineage, Stored: stored, Read: read}
 	case stored.Serial != read.Serial:
 		return &state.ConflictError{State: name, Kind: state.ErrSerialMoved, Stored: stored, Read: read}
-	}
-	return nil
-}
-
-// Create stores doc exactly as it is — its serial too — where nothing is
-// stored yet: how `init -migrate-state` brings a state in without changing
-// its identity. Anything stored is a *state.ConflictError (ErrLineage for
-// another state, ErrSerialMoved for this one).
-func (b *Backend) Create(ctx context.Context, doc *state.Document) error {
-	if doc == nil || doc.IsNew() {
-		return errors.New("create state: the document was never stored (serial 0); use Write")
-	}
-	data, err := state.Encode(doc)
-	if err != nil {
-		return fmt.Errorf("create state: %w", err)
-	}
-	if _, err := state.Decode(b.name(), data); err != nil {
-		return fmt.Errorf("create state: %w", err)
-	}
-	ctx, cancel := graceful(ctx)
-	defer cancel()
-	resp, err := b.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(b.StateKey()), "=", 0)).
-		Then(clientv3.OpPut(b.StateKey(), string(data))).
-		Else(clientv3.OpGet(b.StateKey())).Commit()
-	if err != nil {
-		return fmt.Errorf("create state %s: %w", b.name(), err)
-	}
-	if resp.Succeeded {
-		b.remember(resp.Header.Revision, header(doc))
-		return nil
-	}
-	stored, err := b.storedHeader(first(resp.Responses[0].GetResponseRange().Kvs))
-	if err != nil {
-		return fmt.Errorf("create state: %w", err)
-	}
-	kind := state.ErrSerialMoved
-	if stored.Lineage != doc.Lineage {
-		kind = state.ErrLineage
-	}
-	return &state.ConflictError{State: b.name(), Kind: kind, Stored: stored, Read: header(doc)}
-}
-
-// MoveAside moves the stored document to MigratedKey, in one transaction
-// conditioned on it still being doc (same lineage and serial): the source
-// side of a migration out of etcd, kept as a backup. A previous backup is
-// replaced.
-func (b *Backend) MoveAside(ctx context.Context, doc *state.Document) error {
-	resp, err := b.client.Get(ctx, b.StateKey())
-	if err != nil {
-		return fmt.Errorf("move state %s aside: %w", b.name(), err)
-	}
-	kv := first(resp.Kvs)
-	stored, err := b.storedHeader(kv)
-	if err != nil {
-		return fmt.Errorf("move state aside: %w", err)
-	}
-	if err := conflict(b.name(), stored, header(doc)); err != nil {
-		return err
-	}
-	tr, err := b.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(b.StateKey()), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(b.MigratedKey(), string(kv.Value)), clientv3.OpDelete(b.StateKey())).
-		Commit()
-	if err != nil {
-		return fmt.Errorf("move state %s aside: %w", b.name(), err)
-	}
-	if !tr.Succeeded {
-		return &state.ConflictError{State: b.name(), Kind: state.ErrSerialMoved, Stored: stored, Read: header(doc)}
 	}
 	return nil
 }

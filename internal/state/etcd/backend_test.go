@@ -23,7 +23,7 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// storedValue is the raw value at the state key ("" when absent).
+// storedValue is the raw value of the state's head ("" when absent).
 func storedValue(t *testing.T, b *Backend) string {
 	t.Helper()
 	resp, err := b.Client().Get(ctxT(t), b.StateKey())
@@ -54,13 +54,17 @@ func TestRoundTrip(t *testing.T) {
 	if doc.Serial != 1 {
 		t.Fatalf("serial after first write = %d, want 1", doc.Serial)
 	}
-	// The stored bytes are the local file's: one format everywhere.
-	want, err := state.Encode(doc)
+	// One key per group, a chunk each, the stack's part and the head.
+	resp, err := b.Client().Get(ctx, prefix(t)+"/state/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := storedValue(t, b); got != string(want) {
-		t.Fatalf("stored value differs from state.Encode:\n%s\nwant\n%s", got, want)
+	kinds := map[string]int{}
+	for _, kv := range resp.Kvs {
+		kinds[kindOf(string(kv.Key)[len(prefix(t)):])]++
+	}
+	if want := map[string]int{"head": 1, "meta": 1, "group": 2, "chunk": 2}; !reflect.DeepEqual(kinds, want) {
+		t.Fatalf("stored keys by kind %v, want %v", kinds, want)
 	}
 	// A second backend (no cache) reads the same document.
 	back, err := New(newClient(t), Options{Prefix: prefix(t)}).Read(ctx)
@@ -117,7 +121,7 @@ func TestCompareAndSwap(t *testing.T) {
 				if !errors.Is(err, tt.kind) || !errors.As(err, &ce) {
 					t.Fatalf("Write = %v, want a *state.ConflictError matching %v", err, tt.kind)
 				}
-				if !strings.Contains(err.Error(), tt.msg) || !strings.Contains(err.Error(), b.StateKey()+" in etcd") {
+				if !strings.Contains(err.Error(), tt.msg) || !strings.Contains(err.Error(), b.Prefix()+"/state in etcd") {
 					t.Errorf("message %q lacks %q or the key", err, tt.msg)
 				}
 				if d.Serial != serial {
@@ -266,13 +270,13 @@ func TestCreateAndMoveAside(t *testing.T) {
 	if v := storedValue(t, b); v != "" {
 		t.Errorf("state key still holds %q", v)
 	}
-	resp, err := b.Client().Get(ctx, b.MigratedKey())
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("migrated key: %v %v", resp, err)
-	}
-	kept, err := state.Decode("kept", resp.Kvs[0].Value)
-	if err != nil || !reflect.DeepEqual(kept, doc) {
+	kept, err := b.load(ctx, b.backup(), false)
+	if err != nil || !reflect.DeepEqual(kept.doc, doc) {
 		t.Errorf("kept %+v (%v), want %+v", kept, err, doc)
+	}
+	// Nothing of the live state is left.
+	if resp, err := b.Client().Get(ctx, prefix(t)+"/state/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Errorf("%d keys left under the state (%v)", resp.Count, err)
 	}
 	if _, err := b.ClusterID(ctx); err != nil {
 		t.Error(err)

@@ -3,14 +3,17 @@ package etcd
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/infrakit/infrakit/internal/election"
+	"github.com/infrakit/infrakit/internal/state"
 )
 
 // Sentinel errors; match them with errors.Is.
 var (
-	// ErrFenced: a fenced write was refused because the leadership it was
-	// fenced with has ended. The writer must stop acting.
+	// ErrFenced: a fenced write was refused because a lease it was fenced
+	// with (a leadership, an object's ownership) has ended. The writer
+	// must stop acting.
 	ErrFenced = errors.New("state write fenced off")
 	// ErrLockLost: a write made under a lock taken through this Backend was
 	// refused because the lock's lease ended (the holder was paused or cut
@@ -19,7 +22,8 @@ var (
 	ErrLockLost = errors.New("state lock lost")
 )
 
-// FencedError is a write refused by its fence. It matches ErrFenced.
+// FencedError is a write refused by one of its fences (Fence: the first
+// found fallen). It matches ErrFenced.
 type FencedError struct {
 	State string
 	Fence election.Fence
@@ -32,8 +36,12 @@ func (e *FencedError) Error() string {
 	if e.Current != 0 {
 		now = fmt.Sprintf("it was recreated at revision %d", e.Current)
 	}
-	return fmt.Sprintf("state %s: write refused: this process is no longer the leader (its leader key %s was created at revision %d; %s)",
-		e.State, e.Fence.Key, e.Fence.Revision, now)
+	who := "the owner of what it wrote (its owner key"
+	if strings.Contains(e.Fence.Key, "/leader/") {
+		who = "the leader (its leader key"
+	}
+	return fmt.Sprintf("state %s: write refused: this process is no longer %s %s was created at revision %d; %s)",
+		e.State, who, e.Fence.Key, e.Fence.Revision, now)
 }
 
 // Is makes errors.Is(err, ErrFenced) work.
@@ -54,3 +62,28 @@ func (e *LockLostError) Error() string {
 
 // Is makes errors.Is(err, ErrLockLost) work.
 func (e *LockLostError) Is(target error) bool { return target == ErrLockLost }
+
+// ErrOldLayout: the stack's prefix holds the state as one value, the
+// layout of infrakit before the state was split per object. It is neither
+// used nor overwritten; `infrakit init -migrate-state` moves it
+// (MigrateLayout).
+var ErrOldLayout = errors.New("state in the one-value layout")
+
+// OldLayoutError is a state found in the one-value layout. It matches
+// ErrOldLayout and state.ErrInvalid (it is refused as a state that cannot
+// be used is: never overwritten).
+type OldLayoutError struct {
+	// State is the one-value key.
+	State string
+}
+
+func (e *OldLayoutError) Error() string {
+	return fmt.Sprintf("state %s: holds the whole state as one value, the layout of an older infrakit; refusing to use or overwrite it; "+
+		"run \"infrakit init -migrate-state\" to move it to the per-object layout (the old value is kept as a backup)", e.State)
+}
+
+// Is makes errors.Is(err, ErrOldLayout) and errors.Is(err,
+// state.ErrInvalid) work.
+func (e *OldLayoutError) Is(target error) bool {
+	return target == ErrOldLayout || target == state.ErrInvalid
+}

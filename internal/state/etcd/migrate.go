@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/sdk/atomicfile"
@@ -147,6 +149,13 @@ func Migrate(ctx context.Context, from, to state.Store) (Migration, error) {
 	defer unlockTo()
 
 	doc, err := from.Read(ctx)
+	if be, ok := from.(*Backend); ok && errors.Is(err, ErrOldLayout) {
+		// A one-value state moves out as it is; it never has to be split.
+		var kv *mvccpb.KeyValue
+		if doc, kv, err = be.legacyDoc(ctx); err == nil {
+			src = legacyMigrator{be, kv}
+		}
+	}
 	if err != nil {
 		return Migration{}, fmt.Errorf("read the source state: %w", err)
 	}
@@ -227,6 +236,20 @@ func (m etcdMigrator) create(ctx context.Context, doc *state.Document) error {
 }
 func (m etcdMigrator) moveAside(ctx context.Context, doc *state.Document) (string, error) {
 	return m.b.MigratedKey() + " in etcd", m.b.MoveAside(ctx, doc)
+}
+
+// legacyMigrator is the source side of a one-value state in etcd.
+type legacyMigrator struct {
+	b  *Backend
+	kv *mvccpb.KeyValue
+}
+
+func (m legacyMigrator) name() string { return m.b.LegacyKey() + " in etcd" }
+func (m legacyMigrator) create(context.Context, *state.Document) error {
+	return errors.New("a state is never created in the one-value layout")
+}
+func (m legacyMigrator) moveAside(ctx context.Context, _ *state.Document) (string, error) {
+	return m.b.MigratedKey() + " in etcd", m.b.moveLegacyAside(ctx, m.kv)
 }
 
 // localMigrator works on the local file directly, under its lock (which

@@ -214,3 +214,35 @@ func TestSameBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateOutOfOldLayout: a one-value state in etcd moves to the local
+// file as it is, and the one value is kept at MigratedKey.
+func TestMigrateOutOfOldLayout(t *testing.T) {
+	ctx := ctxT(t)
+	b := newBackend(t)
+	doc := state.NewDocument()
+	doc.Serial = 3
+	addMarker(doc, "old")
+	data, err := state.Encode(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Client().Put(ctx, b.LegacyKey(), string(data)); err != nil {
+		t.Fatal(err)
+	}
+	l := state.NewLocal(filepath.Join(t.TempDir(), "infrakit.state.json"))
+	m, err := Migrate(ctx, b, l)
+	if err != nil || !m.Moved || m.Serial != 3 || m.Backup != b.MigratedKey()+" in etcd" {
+		t.Fatalf("Migrate = %+v, %v", m, err)
+	}
+	if got, err := l.Read(ctx); err != nil || !reflect.DeepEqual(got, doc) {
+		t.Fatalf("local holds %+v (%v)", got, err)
+	}
+	resp, err := b.Client().Get(ctx, b.MigratedKey())
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != string(data) {
+		t.Fatalf("backup %v, %v", resp, err)
+	}
+	if left, err := b.Read(ctx); err != nil || !left.IsNew() {
+		t.Fatalf("etcd still holds %+v (%v)", left, err)
+	}
+}
