@@ -100,6 +100,38 @@ func (f *Flavor) Validate(ctx context.Context, properties json.RawMessage, alloc
 	return nil
 }
 
+// changeMembers removes earlier incarnations of self and adds it, as j
+// says, and returns the member list afterwards.
+func (f *Flavor) changeMembers(ctx context.Context, c *cluster, o Observation, j Join, self Pet) ([]Member, error) {
+	if len(j.Remove) > 0 {
+		f.logger.Info("removing an earlier incarnation of the member", "member", self.Name, "ids", hexIDs(j.Remove))
+		if err := c.Remove(ctx, o, j.Remove); err != nil {
+			return nil, fmt.Errorf("member %s: %w", self.Name, err)
+		}
+	}
+	// members is the list as the add left it: the leader's answer, which
+	// a follower asked next may not know yet (under load it did not).
+	var members []Member
+	var err error
+	if j.Add {
+		f.logger.Info("adding the member", "member", self.Name, "peer_url", self.PeerURL)
+		if members, err = c.Add(ctx, o, self.PeerURL); err != nil {
+			return nil, fmt.Errorf("member %s: %w", self.Name, err)
+		}
+	}
+	if members == nil {
+		// Others may have joined meanwhile (pets added at once): the
+		// initial cluster is the list as it is now.
+		if members, err = c.Members(ctx, o); err != nil {
+			return nil, fmt.Errorf("member %s: %w", self.Name, err)
+		}
+	}
+	if !slices.ContainsFunc(members, func(m Member) bool { return slices.Contains(m.PeerURLs, self.PeerURL) }) {
+		return nil, fmt.Errorf("member %s: added, but the member list does not show it yet; it is prepared again", self.Name)
+	}
+	return members, nil
+}
+
 // Prepare decides how the instance joins (DecideJoin), changes the member
 // list as that says, and returns spec with the ETCD_* variables in the env
 // map of its properties and the peers tag.
@@ -131,31 +163,10 @@ func (f *Flavor) Prepare(ctx context.Context, properties json.RawMessage, spec i
 	if err != nil {
 		return spec, err
 	}
-	if len(j.Remove) > 0 {
-		f.logger.Info("removing an earlier incarnation of the member", "member", self.Name, "ids", hexIDs(j.Remove))
-		if err := c.Remove(ctx, o, j.Remove); err != nil {
-			return spec, fmt.Errorf("member %s: %w", self.Name, err)
-		}
-	}
-	// members is the list as the add left it: the leader's answer, which
-	// a follower asked next may not know yet (under load it did not).
-	var members []Member
-	if j.Add {
-		f.logger.Info("adding the member", "member", self.Name, "peer_url", self.PeerURL)
-		if members, err = c.Add(ctx, o, self.PeerURL); err != nil {
-			return spec, fmt.Errorf("member %s: %w", self.Name, err)
-		}
-	}
-	if (len(j.Remove) > 0 || j.Add) && members == nil {
-		// Others may have joined meanwhile (pets added at once): the
-		// initial cluster is the list as it is now.
-		if members, err = c.Members(ctx, o); err != nil {
-			return spec, fmt.Errorf("member %s: %w", self.Name, err)
-		}
-	}
 	if len(j.Remove) > 0 || j.Add {
-		if !slices.ContainsFunc(members, func(m Member) bool { return slices.Contains(m.PeerURLs, self.PeerURL) }) {
-			return spec, fmt.Errorf("member %s: added, but the member list does not show it yet; it is prepared again", self.Name)
+		members, err := f.changeMembers(ctx, c, o, j, self)
+		if err != nil {
+			return spec, err
 		}
 		j.InitialCluster = InitialCluster(members, pets)
 	}
