@@ -22,6 +22,15 @@ import (
 // listings starts at PollMin and doubles while nothing is answered, up to
 // PollMax. An instance that was listed and is no longer, or that is
 // terminating, fails its await; so does one not ready by its timeout.
+//
+// A listing costs the whole group, so while the plan's provisions still
+// hand over new awaits, awaits no listing has seen yet wait for company: a
+// listing is made for them once they number half the last listing (or
+// PollMax after it). Listings then grow geometrically, and a group of n
+// members is listed O(log n) times, not once per PollMin; the
+// registrations they make ready go in fewer, larger calls too. Once the
+// group's last await is handed over (pollerDone) the poller lists at once:
+// no one waits for a pause at the end of an apply.
 
 // awaitReq is one await handed to a poller.
 type awaitReq struct {
@@ -39,7 +48,9 @@ type poller struct {
 
 	mu    sync.Mutex
 	queue []*awaitReq
-	wake  chan struct{}
+	// last is set once the run will hand over no more awaits of the group.
+	last bool
+	wake chan struct{}
 
 	// seen are the instances any listing of the poller showed (its loop
 	// owns it): one of them no longer listed has vanished, even when it
@@ -58,12 +69,26 @@ func (r *run) await(ctx context.Context, s plan.Step) {
 		}
 		id = m.ID
 	}
+	p := r.poller(ctx, s, id)
+	if p == nil {
+		return
+	}
+	timeout := time.Duration(s.Timeout)
+	if timeout <= 0 {
+		timeout = r.o.AwaitTimeout
+	}
+	p.add(&awaitReq{step: s, id: id, timeout: timeout, deadline: time.Now().Add(timeout)})
+}
+
+// poller is the poller of await s's group, started first if need be (nil
+// when the group cannot be bound: s has then ended, failed).
+func (r *run) poller(ctx context.Context, s plan.Step, id instance.ID) *poller {
 	p := r.pollers[s.Group]
 	if p == nil {
 		g, err := r.b.Group(ctx, s.Group)
 		if err != nil {
 			r.end(ctx, []plan.StepID{s.ID}, StatusFailed, err)
-			return
+			return nil
 		}
 		p = &poller{group: s.Group, g: g, props: r.needsProperties(s.Group), o: r.o, wake: make(chan struct{}, 1),
 			seen: map[instance.ID]bool{}}
@@ -74,11 +99,19 @@ func (r *run) await(ctx context.Context, s plan.Step) {
 			p.loop(ctx, r.results, r.stop)
 		}()
 	}
-	timeout := time.Duration(s.Timeout)
-	if timeout <= 0 {
-		timeout = r.o.AwaitTimeout
+	return p
+}
+
+// awaitReadied counts await s as readied (handed over, or ended because a
+// dependency failed) and, with the last of its group, tells the group's
+// poller that no more are coming.
+func (r *run) awaitReadied(s plan.Step) {
+	if r.awaitsLeft[s.Group]--; r.awaitsLeft[s.Group] > 0 {
+		return
 	}
-	p.add(&awaitReq{step: s, id: id, timeout: timeout, deadline: time.Now().Add(timeout)})
+	if p := r.pollers[s.Group]; p != nil {
+		p.finish()
+	}
 }
 
 // needsProperties reports whether an enrollment the plan authorizes the
@@ -105,59 +138,121 @@ func (p *poller) add(req *awaitReq) {
 	}
 }
 
-func (p *poller) take() []*awaitReq {
+// finish says that no more awaits will be added.
+func (p *poller) finish() {
+	p.mu.Lock()
+	p.last = true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the awaits added since the last take, and whether they
+// are the last.
+func (p *poller) take() ([]*awaitReq, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.queue
 	p.queue = nil
-	return q
+	return q, p.last
 }
 
 // loop polls until stop is closed or ctx ends, answering on out.
 func (p *poller) loop(ctx context.Context, out chan<- []result, stop <-chan struct{}) {
-	var pending []*awaitReq
-	pause := p.o.PollMin
+	var (
+		pending []*awaitReq
+		// fresh counts the pending awaits no listing has seen yet.
+		fresh, listed int
+		last          bool
+		pause         = p.o.PollMin
+		// polled is when the last listing was made; next when the pause
+		// after it ends.
+		polled, next time.Time
+	)
 	for {
-		pending = append(pending, p.take()...)
-		if len(pending) == 0 {
-			select {
-			case <-p.wake:
-				continue
-			case <-stop:
-				return
-			case <-ctx.Done():
+		reqs, done := p.take()
+		pending, fresh, last = append(pending, reqs...), fresh+len(reqs), done
+		at, wait := pollDue(time.Now(), p.o.PollMax, len(pending), fresh, listed, last, polled, next)
+		if wait {
+			if !p.sleep(ctx, stop, at) {
 				return
 			}
+			continue
 		}
-		answered := p.poll(ctx, &pending, out, stop)
+		polled = time.Now()
+		answered, n := p.poll(ctx, &pending, out, stop)
 		if answered < 0 {
 			return
 		}
+		fresh, listed = 0, n
 		if answered > 0 {
 			pause = p.o.PollMin
 		} else {
 			pause = min(2*pause, p.o.PollMax)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-stop:
-			t.Stop()
-			return
-		case <-ctx.Done():
-			t.Stop()
-			return
-		}
+		next = polled.Add(pause)
 	}
+}
+
+// pollDue says, at now, when the next listing is due: wait is false when it is
+// due now; a zero at with wait means when an await is added. pending
+// awaits are waiting, fresh of them seen by no listing yet; the last
+// listing, made at polled, listed listed instances and its pause ends at
+// next. Awaits a listing saw and left waiting (pending instances) are
+// listed for again after the pause; awaits none saw yet, after the pause
+// once they number half the last listing, at once when the group's last
+// await is in (last), else pollMax after the last listing.
+func pollDue(now time.Time, pollMax time.Duration, pending, fresh, listed int, last bool, polled, next time.Time) (at time.Time, wait bool) {
+	switch {
+	case pending == 0:
+		return time.Time{}, true
+	case last && fresh > 0:
+		return time.Time{}, false
+	case pending > fresh || 2*fresh >= listed:
+		// Carried awaits follow the pause; so do fresh ones worth a listing.
+	default:
+		next = later(next, polled.Add(pollMax))
+	}
+	return next, now.Before(next)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// sleep waits until at (forever when at is zero) or until an await is
+// added; it returns false when the run is over.
+func (p *poller) sleep(ctx context.Context, stop <-chan struct{}, at time.Time) bool {
+	var timer <-chan time.Time
+	if !at.IsZero() {
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-timer:
+	case <-p.wake:
+	case <-stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // poll lists the group once and answers the awaits it can, all in one
 // message (the steps they make ready are then ready together); it returns
-// how many it answered, or -1 when the run is over.
-func (p *poller) poll(ctx context.Context, pending *[]*awaitReq, out chan<- []result, stop <-chan struct{}) int {
+// how many it answered, or -1 when the run is over, and how many
+// instances it listed.
+func (p *poller) poll(ctx context.Context, pending *[]*awaitReq, out chan<- []result, stop <-chan struct{}) (int, int) {
 	descs, err := p.g.Describe(ctx, p.props)
 	if ctx.Err() != nil {
-		return -1
+		return -1, 0
 	}
 	byID := make(map[instance.ID]instance.Description, len(descs))
 	for _, d := range descs {
@@ -194,14 +289,14 @@ func (p *poller) poll(ctx context.Context, pending *[]*awaitReq, out chan<- []re
 		}
 	}
 	if len(answers) == 0 {
-		return 0
+		return 0, len(descs)
 	}
 	select {
 	case out <- answers:
 	case <-stop:
-		return -1
+		return -1, 0
 	}
-	return len(answers)
+	return len(answers), len(descs)
 }
 
 // judge says whether req is answered by a listing (err: the listing

@@ -43,6 +43,8 @@ type run struct {
 	pending  int // steps not ended
 	pollers  map[string]*poller
 	stopping bool
+	// awaitsLeft counts each group's awaits not readied yet.
+	awaitsLeft map[string]int
 
 	// results carry what jobs, pollers and delays report: a poller's
 	// answers to one listing come together, so the registrations they
@@ -104,8 +106,12 @@ func newRun(p *plan.Plan, b Bindings, rec Recorder, o Options) *run {
 		pending:  n,
 		out:      &Result{Status: make([]Status, n), Made: map[plan.StepID]group.Member{}},
 	}
+	r.awaitsLeft = map[string]int{}
 	for _, s := range p.Steps {
 		r.total[progressKey{s.Object, s.Kind}]++
+		if s.Kind == plan.StepAwait {
+			r.awaitsLeft[s.Group]++
+		}
 		for _, d := range s.After {
 			r.waiting[s.ID-1]++
 			r.next[d-1] = append(r.next[d-1], s.ID)
@@ -193,6 +199,9 @@ func (r *run) abandon() {
 // status. Once the run stops nothing starts: a step readied then is left
 // for abandon, which ends it not run.
 func (r *run) ready(ctx context.Context, id plan.StepID) {
+	if s := r.steps[id-1]; s.Kind == plan.StepAwait {
+		defer r.awaitReadied(s)
+	}
 	if st := r.bad[id-1]; st != "" {
 		r.end(ctx, []plan.StepID{id}, st, nil)
 		return

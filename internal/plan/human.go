@@ -122,7 +122,7 @@ type human struct {
 	b        strings.Builder
 	color    bool
 	max      int
-	byObject map[string][]Step
+	byObject map[string][]*Step
 }
 
 const (
@@ -262,10 +262,13 @@ func isAre(n int) string {
 	return " are"
 }
 
-func stepsByObject(steps []Step) map[string][]Step {
-	out := map[string][]Step{}
-	for _, s := range steps {
-		out[s.Object] = append(out[s.Object], s)
+// stepsByObject indexes steps by object. It points into steps rather
+// than copying them: a plan of 10,000 members has some 37,000 steps of
+// about 300 bytes each, and copying them all cost an apply tens of MB.
+func stepsByObject(steps []Step) map[string][]*Step {
+	out := map[string][]*Step{}
+	for i := range steps {
+		out[steps[i].Object] = append(out[steps[i].Object], &steps[i])
 	}
 	return out
 }

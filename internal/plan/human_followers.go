@@ -48,7 +48,7 @@ type lbTally struct {
 	register, made, deregister int
 }
 
-func (r *human) ingress(c IngressChange, steps []Step) {
+func (r *human) ingress(c IngressChange, steps []*Step) {
 	sym, what := "~", "will be updated"
 	switch c.Action {
 	case ActionCreate:
@@ -121,7 +121,7 @@ func (r *human) ingress(c IngressChange, steps []Step) {
 	r.printf("    }\n\n")
 }
 
-func (r *human) enrollment(c EnrollmentChange, steps []Step) {
+func (r *human) enrollment(c EnrollmentChange, steps []*Step) {
 	sym, what := "~", "will be updated"
 	switch c.Action {
 	case ActionCreate:
