@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"math/big"
+	"math/bits"
 	"sort"
 	"strconv"
 
@@ -98,15 +99,26 @@ func appendValueJSON(b []byte, v cty.Value) ([]byte, error) {
 
 // appendNumber spells a number as go-cty does (big.Float.Text('f', -1),
 // the shortest decimal that reads back at the float's precision): an
-// integer within int64 by strconv, anything else as go-cty does.
+// integer within int64 by strconv, anything else as go-cty does. The
+// integer must also fit the float's precision: beyond it the shortest
+// decimal is not the integer's own digits (2^55 as a float64 reads
+// 36028797018963970, not ...968).
 func appendNumber(b []byte, v cty.Value) []byte {
 	bf := v.AsBigFloat()
 	if bf.IsInt() && (bf.Sign() != 0 || !bf.Signbit()) { // not -0, which go-cty spells "-0"
-		if i, acc := bf.Int64(); acc == big.Exact {
+		if i, acc := bf.Int64(); acc == big.Exact && uint(bits.Len64(absInt64(i))) <= bf.Prec() {
 			return strconv.AppendInt(b, i, 10)
 		}
 	}
 	return append(b, bf.Text('f', -1)...)
+}
+
+// absInt64 is |i| as a uint64 (math.MinInt64 included).
+func absInt64(i int64) uint64 {
+	if i < 0 {
+		return uint64(-(i + 1)) + 1
+	}
+	return uint64(i)
 }
 
 // fastJSON reports whether appendValueJSON encodes values of type ty

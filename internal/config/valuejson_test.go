@@ -102,3 +102,25 @@ func BenchmarkValueJSONGoCty(b *testing.B) {
 		}
 	}
 }
+
+// Integers beyond a float's precision: go-cty spells the shortest decimal
+// that reads back at that precision, not the integer's digits (rapid found
+// 2^55 as a float64).
+func TestValueJSONIntegersBeyondPrecision(t *testing.T) {
+	for _, v := range []cty.Value{
+		cty.NumberFloatVal(1 << 55), cty.NumberFloatVal(-(1 << 55)), cty.NumberFloatVal(1 << 53),
+		cty.NumberFloatVal(1<<53 - 1), cty.NumberIntVal(1 << 62), cty.NumberIntVal(-1 << 63),
+	} {
+		got, err := valueJSON(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ctyjson.Marshal(v, v.Type())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("valueJSON(%v) = %s, go-cty %s", v.AsBigFloat(), got, want)
+		}
+	}
+}
