@@ -124,7 +124,9 @@ func (r *Recorder) LeaseMoved(direction string) {
 func (r *Recorder) FencedWriteRefused() { r.metrics.scaleOut.fencedRefused.Inc() }
 
 // GroupPassed counts one pass of a group run by this process.
-func (r *Recorder) GroupPassed(name string) { r.metrics.scaleOut.groupPasses.WithLabelValues(name).Inc() }
+func (r *Recorder) GroupPassed(name string) {
+	r.metrics.scaleOut.groupPasses.WithLabelValues(name).Inc()
+}
 
 // ReleaseGroup forgets the status of a group this process no longer owns
 // (scale-out): its view and gauges go (its new owner reports them), its
