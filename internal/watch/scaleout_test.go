@@ -17,9 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/infrakit/infrakit/internal/config"
+	"github.com/infrakit/infrakit/internal/ownership"
+	"github.com/infrakit/infrakit/internal/plan"
+	"github.com/infrakit/infrakit/internal/state"
+	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
 	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
@@ -402,4 +408,81 @@ func runOnce(t *testing.T, c *haCluster, i int) error {
 	defer cancel()
 	opts.Ready = func(net.Addr) { cancel() } // it started: stop it, and fail below
 	return Run(ctx, opts)
+}
+
+// An owner whose session was revoked behind its back (as when it was
+// frozen past its lease): its gate refuses the next provider call, its
+// write in flight is refused by the group's fence and leaves the state as
+// it was, it may not join the state lease again, and the loop stops
+// acting on the group.
+func TestScaleOutFencedWrite(t *testing.T) {
+	ep := etcdEndpoint(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	prefix := "/test/" + t.Name()
+	be := stateetcd.New(cl, stateetcd.Options{Prefix: prefix, LeaseTTL: haTTL})
+	doc := state.NewDocument()
+	size := 1
+	doc.Stack = &config.Stack{Name: "s", Groups: []*config.Group{{Name: "g", Size: &size}}}
+	if err := be.Write(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := ownership.Join(ctx, cl, ownership.Options{Prefix: prefix, TTL: haTTL}, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Leave(ctx)
+	obj := groupObject("g")
+	fence, err := sess.Acquire(ctx, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := ownedTerm(cl, acquiredObj{obj: obj, fence: fence, sess: sess, lease: sessionLease(be, sess, newSerials(), time.Second)})
+	spec := groupSpec{cfg: doc.Stack.Groups[0], lineage: doc.Lineage, serial: doc.Serial, doc: doc}
+	gs := newGroupState("g", time.Now())
+	if err := tm.acquireLease(ctx, gs, spec); err != nil {
+		t.Fatal(err)
+	}
+	step := plan.Step{Kind: plan.StepProvision, Group: "g"}
+	if err := tm.gate.check(tm.ctx)(ctx, step); err != nil {
+		t.Fatalf("the gate refused a call while the group is owned: %v", err)
+	}
+
+	revoke(t, cl, sess.ID())
+	// The gate verifies with etcd at most verifyEvery after its last check.
+	testwait.For(t, 10*time.Second, "the gate refusing calls", func() bool {
+		return deposed(tm.gate.check(tm.ctx)(ctx, step))
+	})
+	_, werr := tm.lease.record("g", []state.Instance{{ID: "late"}}, tm.fences()...)
+	if !errors.Is(werr, stateetcd.ErrFenced) || !deposed(werr) {
+		t.Fatalf("the write in flight = %v, want ErrFenced", werr)
+	}
+	tm.lease.release()
+	got, err := be.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Serial != doc.Serial || len(got.Group("g").Instances) != 0 {
+		t.Errorf("the fenced write landed: serial %d, instances %v", got.Serial, got.Group("g").Instances)
+	}
+	if err := tm.acquireLease(ctx, gs, spec); !deposed(err) {
+		t.Fatalf("joining the state lease after the revocation = %v, want a refusal", err)
+	}
+
+	// The loop stops acting on the group.
+	rec := status.NewRecorder(status.Options{Identity: "victim", Follower: true})
+	s := &service{log: hclog.NewNullLogger(), rec: rec, so: newScaleOut(be, "victim"), groups: map[string]*groupSched{}}
+	s.so.owned[obj] = tm
+	s.fenceRefused(ctx, tm, werr)
+	if s.so.owned[obj] != nil || s.passes("g") {
+		t.Error("still acting on the group after its write was refused")
+	}
+	if tm.ctx.Err() == nil {
+		t.Error("the group's term was not ended")
+	}
 }
