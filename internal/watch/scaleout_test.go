@@ -424,7 +424,7 @@ func TestScaleOutFencedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	prefix := "/test/" + t.Name()
+	prefix := fmt.Sprintf("/test/%s/%d", t.Name(), time.Now().UnixNano()) // a new state on each run
 	be := stateetcd.New(cl, stateetcd.Options{Prefix: prefix, LeaseTTL: haTTL})
 	doc := state.NewDocument()
 	size := 1
