@@ -283,17 +283,31 @@ func (t *term) acquireLease(ctx context.Context, gs *groupState, spec groupSpec)
 		return t.lease.acquire(ctx, spec.lineage, spec.serial)
 	}
 	recorded := gs.recorded
-	return t.acquireVerified(ctx, func(doc *state.Document) bool {
-		if doc.Lineage != spec.lineage || !sameStack(doc.Stack, spec.doc.Stack) {
-			return true
-		}
-		var have []state.Instance
-		freed, stopped := false, false
-		if st := doc.Groups[spec.cfg.Name]; st != nil {
-			have, freed, stopped = st.Instances, st.Freed || st.Destroying, st.UpdateStopped
-		}
-		return freed != spec.freed || stopped != spec.updateStopped || !slices.Equal(have, recorded)
-	})
+	return t.acquireVerified(ctx, func(doc *state.Document) bool { return groupStale(spec, recorded, doc) })
+}
+
+// groupStale is the scale-out staleness of a pass that read spec and
+// believes the group's record is recorded: the state doc holds another
+// lineage, another desired stack, or another record of the group (its
+// members, or its freed and stop-update marks). Records of other groups
+// do not count: the other members write theirs all the time.
+func groupStale(spec groupSpec, recorded []state.Instance, doc *state.Document) bool {
+	if doc.Lineage != spec.lineage || !sameStack(doc.Stack, spec.doc.Stack) {
+		return true
+	}
+	var have []state.Instance
+	freed, stopped := false, false
+	if st := doc.Groups[spec.cfg.Name]; st != nil {
+		have, freed, stopped = st.Instances, st.Freed || st.Destroying, st.UpdateStopped
+	}
+	return freed != spec.freed || stopped != spec.updateStopped || !slices.Equal(have, recorded)
+}
+
+// followersStale is the scale-out staleness of a sync planned from doc:
+// now holds another lineage, stack, or record of ingresses or enrollments.
+func followersStale(doc, now *state.Document) bool {
+	return now.Lineage != doc.Lineage || !sameStack(now.Stack, doc.Stack) ||
+		!reflect.DeepEqual(now.Ingresses, doc.Ingresses) || !reflect.DeepEqual(now.Enrollments, doc.Enrollments)
 }
 
 // acquireSync joins the state lease for a sync that planned from doc:
@@ -303,10 +317,7 @@ func (t *term) acquireSync(ctx context.Context, doc *state.Document) error {
 	if !t.scaleOut() {
 		return t.lease.acquire(ctx, doc.Lineage, doc.Serial)
 	}
-	return t.acquireVerified(ctx, func(now *state.Document) bool {
-		return now.Lineage != doc.Lineage || !sameStack(now.Stack, doc.Stack) ||
-			!reflect.DeepEqual(now.Ingresses, doc.Ingresses) || !reflect.DeepEqual(now.Enrollments, doc.Enrollments)
-	})
+	return t.acquireVerified(ctx, func(now *state.Document) bool { return followersStale(doc, now) })
 }
 
 // acquireSize joins the state lease for an autoscale size change: in
