@@ -29,6 +29,14 @@ func groupObject(name string) ownership.Object {
 	return ownership.Object{Kind: ownership.KindGroup, Name: name}
 }
 
+// groupName is o's name when it is a group ("" otherwise), for events.
+func groupName(o ownership.Object) string {
+	if o.Kind == ownership.KindGroup {
+		return o.Name
+	}
+	return ""
+}
+
 func followerObject(fl follower) ownership.Object {
 	return ownership.Object{Kind: fl.kind, Name: fl.name}
 }
@@ -89,6 +97,7 @@ func (s *service) acquire(ctx, passCtx context.Context, a acquiredObj) {
 	s.setHeld()
 	s.rec.LeaseMoved(status.LeaseAcquired)
 	s.log.Named("scale-out").Info("acquired: acting on it now", "object", a.obj.String(), "fence", a.fence.String())
+	s.rec.Event(status.Event{Kind: status.EventLease, Group: groupName(a.obj), Message: "acquired " + a.obj.Kind + " " + a.obj.Name})
 	if a.obj.Kind != ownership.KindGroup {
 		s.fol.all = true
 		s.wantFollowers(nil)
@@ -142,6 +151,7 @@ func (s *service) disown(ctx context.Context, o ownership.Object, why string) {
 	s.setHeld()
 	s.rec.LeaseMoved(status.LeaseReleased)
 	s.log.Named("scale-out").Info("stopped acting on it", "object", o.String(), "reason", why)
+	s.rec.Event(status.Event{Kind: status.EventLease, Group: groupName(o), Message: "released " + o.Kind + " " + o.Name + ": " + why})
 	if o.Kind != ownership.KindGroup {
 		return
 	}
