@@ -129,7 +129,11 @@ func ownedTerm(cl *clientv3.Client, a acquiredObj) *term {
 // release stops acting on r.obj (the Balancer gives it up, or lost it)
 // and closes r.done once nothing acts on it any more.
 func (s *service) release(ctx context.Context, r releaseReq) {
-	s.disown(ctx, r.obj, "released")
+	why := "handed over to another member"
+	if t := s.so.owned[r.obj]; t != nil && t.ctx.Err() != nil {
+		why = "the session was lost" // the Balancer says so after the fact
+	}
+	s.disown(ctx, r.obj, why)
 	if s.busy(r.obj) {
 		s.so.waiters[r.obj] = append(s.so.waiters[r.obj], r.done)
 		return
