@@ -219,6 +219,13 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 
+	scaleOut := elected && runner.Backend().ScaleOut
+	if elected {
+		if err := checkMode(ctx, backend, scaleOut); err != nil {
+			return err
+		}
+	}
+
 	rec := status.NewRecorder(status.Options{Version: opts.Version, Identity: opts.Identity, Follower: elected})
 	serving, err := newServing(opts, rec, log)
 	if err != nil {
@@ -243,18 +250,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	s := newService(opts, runner, rec, lockFile)
-	if elected {
-		s.ha = &ha{
-			backend:  backend,
-			election: election.New(backend.Client(), election.Options{Prefix: backend.Prefix(), TTL: backend.LeaseTTL()}),
-			identity: opts.Identity,
-			won:      make(chan *term),
-		}
-		log.Info("campaigning for leadership; following until elected",
-			"identity", opts.Identity, "backend", runner.Backend().String(), "lease_ttl", backend.LeaseTTL())
-	} else {
-		s.term = lifelongTerm(newLease(store, s.serials, opts.LockTimeout))
-	}
+	s.setMode(backend, scaleOut)
 	s.run(ctx, doc)
 
 	// Stop the providers before the API, so that a scrape during shutdown
@@ -269,6 +265,42 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// checkMode refuses to start beside watch processes of the other mode
+// (scaleout.go): a scale-out watch beside a leader key, a leader-mode one
+// beside scale-out members.
+func checkMode(ctx context.Context, backend *stateetcd.Backend, scaleOut bool) error {
+	other := membersDir
+	if scaleOut {
+		other = leaderDir
+	}
+	cctx, cancel := context.WithTimeout(ctx, initialStateWait)
+	defer cancel()
+	return checkNoOther(cctx, backend.Client(), backend.Prefix(), other)
+}
+
+// setMode makes s a lone watch (backend nil: the local state), a leader
+// election's candidate, or a scale-out member.
+func (s *service) setMode(backend *stateetcd.Backend, scaleOut bool) {
+	switch {
+	case scaleOut:
+		s.so = newScaleOut(backend, s.opts.Identity)
+		s.publishScaleOut()
+		s.log.Info("scale-out: joining the stack's watch processes; each acts on its share of the groups, ingresses and enrollments",
+			"identity", s.opts.Identity, "backend", s.runner.Backend().String(), "lease_ttl", backend.LeaseTTL())
+	case backend != nil:
+		s.ha = &ha{
+			backend:  backend,
+			election: election.New(backend.Client(), election.Options{Prefix: backend.Prefix(), TTL: backend.LeaseTTL()}),
+			identity: s.opts.Identity,
+			won:      make(chan *term),
+		}
+		s.log.Info("campaigning for leadership; following until elected",
+			"identity", s.opts.Identity, "backend", s.runner.Backend().String(), "lease_ttl", backend.LeaseTTL())
+	default:
+		s.term = lifelongTerm(newLease(s.store, s.serials, s.opts.LockTimeout))
+	}
 }
 
 // initialStateWait is how long a watch on etcd waits for the state at
@@ -312,8 +344,10 @@ type service struct {
 	rec     *status.Recorder
 	serials *serials
 	prov    *providers
-	// ha is set with the etcd backend (leader.go).
+	// ha is set with the etcd backend (leader.go), so instead in
+	// scale-out mode (scaleout.go).
 	ha *ha
+	so *scaleOut
 	// acting keeps a group's pass and the syncs of its followers apart
 	// (acting.go).
 	acting acting
@@ -332,12 +366,17 @@ type service struct {
 
 	// Owned by the loop goroutine.
 	//
-	// term is the leadership the loop acts for; nil while it follows.
+	// term is the leadership the loop acts for; nil while it follows
+	// (and in scale-out mode, whose terms are per object: owned.go).
 	// epoch counts the changes of leadership: a group's pass after one
 	// starts with a fresh self-healing memory.
-	term      *term
-	epoch     int
-	doc       *state.Document
+	term  *term
+	epoch int
+	doc   *state.Document
+	// stackGen counts the changes of what the followers are synced
+	// against (the applied stack and what the state says of them): a
+	// sync after one covers all of them.
+	stackGen  int
 	groups    map[string]*groupSched
 	active    int
 	scaling   int // autoscale evaluations in flight
