@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// What TestScaleOutDocker reads of etcd: the history of the keys under the
+// stack's prefix as the test saw it happen, the groups' tenures (who held
+// each group's owner key, from which revision to which) and which writes
+// of the state belong to which group.
+
+// soEtcdClient is a client of the cluster's etcd from the test, over the
+// cluster network (the test's host reaches the containers' addresses).
+func (c *haCluster) soEtcdClient() *clientv3.Client {
+	c.t.Helper()
+	ip := c.addressOn(c.clusterNet, c.etcdName)
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"http://" + net.JoinHostPort(ip, "2379")},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+// soEvent is one change of a key under the stack's prefix, as the test's
+// watch saw it, with when it arrived.
+type soEvent struct {
+	at      time.Time
+	del     bool
+	key     string // without the prefix and its slash
+	value   string // the new value; of a deletion, the value deleted
+	rev     int64  // the revision of the change
+	created int64  // the key's create revision (of a deletion, the old one's)
+}
+
+// soHistory watches every key under a prefix in a goroutine it owns and
+// keeps what it sees, each change stamped with its arrival.
+type soHistory struct {
+	prefix string
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	events []soEvent
+	err    error
+}
+
+// watchHistory follows prefix from revision from on.
+func watchHistory(client *clientv3.Client, prefix string, from int64) *soHistory {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &soHistory{prefix: prefix, cancel: cancel, done: make(chan struct{})}
+	ch := client.Watch(clientv3.WithRequireLeader(ctx), prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
+	go func() {
+		defer close(h.done)
+		for wr := range ch {
+			now := time.Now()
+			h.mu.Lock()
+			if err := wr.Err(); err != nil && ctx.Err() == nil && h.err == nil {
+				h.err = err
+			}
+			for _, ev := range wr.Events {
+				h.events = append(h.events, h.event(ev, now))
+			}
+			h.mu.Unlock()
+		}
+	}()
+	return h
+}
+
+func (h *soHistory) event(ev *clientv3.Event, at time.Time) soEvent {
+	e := soEvent{at: at, key: strings.TrimPrefix(string(ev.Kv.Key), h.prefix+"/"), rev: ev.Kv.ModRevision}
+	if ev.Type == mvccpb.DELETE {
+		e.del = true
+		if ev.PrevKv != nil {
+			e.value, e.created = string(ev.PrevKv.Value), ev.PrevKv.CreateRevision
+		}
+		return e
+	}
+	e.value, e.created = string(ev.Kv.Value), ev.Kv.CreateRevision
+	return e
+}
+
+// snapshot is every change seen so far, and the watch's error if it broke.
+func (h *soHistory) snapshot() ([]soEvent, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.events), h.err
+}
+
+// stop ends the watch and waits for its goroutine; later calls do nothing.
+func (h *soHistory) stop() {
+	h.cancel()
+	<-h.done
+}
+
+// soTenure is one lease of a group by a member: its owner key from its
+// creation (revision from, seen at fromAt) to its deletion (to; 0 while it
+// stands).
+type soTenure struct {
+	member       string
+	from, to     int64
+	fromAt, toAt time.Time
+}
+
+// tenures is each group's owner keys (owners/group/<name>) over the
+// history, in order.
+func tenures(events []soEvent) map[string][]soTenure {
+	out := map[string][]soTenure{}
+	for _, e := range events {
+		name, ok := strings.CutPrefix(e.key, "owners/group/")
+		if !ok {
+			continue
+		}
+		ts := out[name]
+		switch {
+		case e.del:
+			if n := len(ts); n > 0 && ts[n-1].to == 0 {
+				ts[n-1].to, ts[n-1].toAt = e.rev, e.at
+			}
+		case e.rev == e.created:
+			ts = append(ts, soTenure{member: e.value, from: e.rev, fromAt: e.at})
+		}
+		out[name] = ts
+	}
+	return out
+}
+
+// ownerAt is the tenure of group's owner key standing at revision rev.
+func ownerAt(ts []soTenure, rev int64) (soTenure, bool) {
+	for _, t := range ts {
+		if t.from <= rev && (t.to == 0 || rev < t.to) {
+			return t, true
+		}
+	}
+	return soTenure{}, false
+}
+
+// stateWriteOf is the group a change of the state under the prefix writes,
+// if its key names one of groups as a path segment (the split layout keeps
+// at least one key per group; internal/state/etcd).
+func stateWriteOf(e soEvent, groups []string) (string, bool) {
+	if e.del || !strings.HasPrefix(e.key, "state") {
+		return "", false
+	}
+	for _, seg := range strings.Split(e.key, "/") {
+		if slices.Contains(groups, seg) {
+			return seg, true
+		}
+	}
+	return "", false
+}
+
+// TestScaleOutHelpers checks the pure parts of TestScaleOutDocker's
+// verdicts on made-up observations: they must catch what they are for
+// (a Docker run that goes well never shows it).
+func TestScaleOutHelpers(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	events := []soEvent{
+		{key: "owners/group/g1", value: "a", rev: 10, created: 10, at: at(1)},
+		{key: "state/group/g1/h1", value: "{}", rev: 11, created: 11},
+		{key: "owners/group/g1", del: true, value: "a", rev: 20, created: 10, at: at(2)},
+		{key: "state/group/g1/h2", value: "{}", rev: 21, created: 21},
+		{key: "owners/group/g1", value: "b", rev: 30, created: 30, at: at(3)},
+		{key: "owners/group/g1", value: "b", rev: 31, created: 30}, // an update: no new tenure
+		{key: "state/group/g1/h3", value: "{}", rev: 32, created: 32},
+		{key: "state/meta/h4", value: "{}", rev: 33, created: 33},
+	}
+	ts := tenures(events)["g1"]
+	if len(ts) != 2 || ts[0] != (soTenure{member: "a", from: 10, to: 20, fromAt: at(1), toAt: at(2)}) || ts[1].member != "b" || ts[1].to != 0 {
+		t.Fatalf("tenures = %+v", ts)
+	}
+	var owners []string
+	for _, e := range events {
+		if g, ok := stateWriteOf(e, soGroups); ok {
+			o, ok := ownerAt(ts, e.rev)
+			owners = append(owners, fmt.Sprintf("%s@%d:%s/%v", g, e.rev, o.member, ok))
+		}
+	}
+	if want := []string{"g1@11:a/true", "g1@21:/false", "g1@32:b/true"}; !slices.Equal(owners, want) {
+		t.Errorf("state writes by owner = %v, want %v", owners, want)
+	}
+
+	x, y := &haManager{host: "x"}, &haManager{host: "y"}
+	read := func(m *haManager, from, to int, mine ...string) soStatus {
+		s := soStatus{m: m, sent: at(from), recv: at(to), ScaleOut: &soInfo{}}
+		for _, g := range mine {
+			s.ScaleOut.Objects = append(s.ScaleOut.Objects, soObject{Kind: "group", Name: g, Mine: true})
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name   string
+		xs, ys []soStatus
+		want   int
+	}{
+		{"handover between reads", []soStatus{read(x, 0, 5, "g1"), read(x, 10, 15)}, []soStatus{read(y, 20, 25, "g1")}, 0},
+		{"overlapping windows", []soStatus{read(x, 0, 5, "g1"), read(x, 10, 15, "g1")}, []soStatus{read(y, 4, 11, "g1")}, 0},
+		{"held across", []soStatus{read(x, 0, 5, "g1"), read(x, 10, 15, "g1")}, []soStatus{read(y, 6, 9, "g1")}, 1},
+		{"released in between", []soStatus{read(x, 0, 5, "g1"), read(x, 6, 7), read(x, 10, 15, "g1")}, []soStatus{read(y, 6, 9, "g1")}, 0},
+		{"other group", []soStatus{read(x, 0, 5, "g2"), read(x, 10, 15, "g2")}, []soStatus{read(y, 6, 9, "g1")}, 0},
+	} {
+		if got := doubleClaims(map[*haManager][]soStatus{x: c.xs, y: c.ys}); len(got) != c.want {
+			t.Errorf("%s: doubleClaims = %v, want %d", c.name, got, c.want)
+		}
+	}
+
+	shared := func(mine ...[]string) soRound {
+		var r soRound
+		for i, ms := range mine {
+			s := read(&haManager{host: fmt.Sprint(i)}, 0, 1, ms...)
+			s.ScaleOut.Member = fmt.Sprint(i)
+			r = append(r, s)
+		}
+		for i := range r {
+			r[i].ScaleOut.Members = make([]struct {
+				ID       string `json:"id"`
+				Identity string `json:"identity"`
+			}, len(r))
+			for j := range r {
+				for _, g := range mine[j] {
+					if i != j {
+						r[i].ScaleOut.Objects = append(r[i].ScaleOut.Objects, soObject{Kind: "group", Name: g, Owner: fmt.Sprint(j)})
+					} else {
+						k := slices.IndexFunc(r[i].ScaleOut.Objects, func(o soObject) bool { return o.Name == g })
+						r[i].ScaleOut.Objects[k].Owner = fmt.Sprint(i)
+					}
+				}
+			}
+		}
+		return r
+	}
+	if r := shared([]string{"g1", "g2", "g3"}, []string{"g4", "g5", "g6"}, []string{"g7", "g8", "g9"}); !soBalanced(r, soGroups) {
+		t.Errorf("3/3/3 is not balanced: %s", r)
+	}
+	if r := shared([]string{"g1", "g2", "g3", "g4", "g5"}, []string{"g6"}, []string{"g7", "g8", "g9"}); soBalanced(r, soGroups) {
+		t.Errorf("5/1/3 is balanced: %s", r)
+	}
+	if r := shared([]string{"g1", "g2", "g3"}, []string{"g3", "g5", "g6"}, []string{"g7", "g8", "g9"}); soBalanced(r, soGroups) {
+		t.Errorf("g3 owned twice is balanced: %s", r)
+	}
+
+	p := promText("# HELP x\ninfrakit_group_passes_total{group=\"g1\"} 3\ninfrakit_group_passes_total{group=\"g2\"} 4\n" +
+		"infrakit_fenced_writes_refused_total 2\ninfrakit_fenced_writes_refused_totalx 9\n")
+	if v, ok := p.sum("infrakit_fenced_writes_refused_total", nil); !ok || v != 2 {
+		t.Errorf("sum = %v, %v; want 2", v, ok)
+	}
+	if got := p.byLabel("infrakit_group_passes_total", "group"); !maps.Equal(got, map[string]float64{"g1": 3, "g2": 4}) {
+		t.Errorf("byLabel = %v", got)
+	}
+}
