@@ -61,6 +61,11 @@ type Backend struct {
 	// is never written anywhere.
 	Username string `json:"username,omitempty"`
 	Password string `json:"-"`
+	// ScaleOut makes the watch processes of the stack share the work
+	// instead of electing one leader: each group, ingress and enrollment
+	// is leased to one of them at a time (website/operations/scale-out.md).
+	// Only the etcd backend has it.
+	ScaleOut bool `json:"scale_out,omitempty"`
 
 	DeclRange hcl.Range `json:"-"`
 }
@@ -78,12 +83,14 @@ func (b *Backend) String() string {
 }
 
 var (
-	localBackendSchema = &hcl.BodySchema{}
+	// The local schema names scale_out only to refuse it with a clear
+	// error rather than HCL's "Unsupported argument".
+	localBackendSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "scale_out"}}}
 	etcdBackendSchema  = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "endpoints", Required: true}, {Name: "prefix"}, {Name: "lease_ttl"},
 			{Name: "cert_file"}, {Name: "key_file"}, {Name: "ca_file"},
-			{Name: "username"}, {Name: "password"},
+			{Name: "username"}, {Name: "password"}, {Name: "scale_out"},
 		},
 	}
 )
@@ -97,8 +104,13 @@ func (l *loader) decodeBackend(stack *hcl.Block, blocks []*hcl.Block) {
 	be := &Backend{Type: b.Labels[0], DeclRange: b.DefRange}
 	switch be.Type {
 	case BackendLocal:
-		_, d := b.Body.Content(localBackendSchema)
+		content, d := b.Body.Content(localBackendSchema)
 		l.diags = append(l.diags, d...)
+		if a := content.Attributes["scale_out"]; a != nil {
+			l.errorf(a.NameRange, "Scale-out needs the etcd backend",
+				"scale_out shares the work among several watch processes through etcd; with the local state file one watch runs per state. "+
+					"Remove scale_out, or use backend %q.", BackendEtcd)
+		}
 	case BackendEtcd:
 		if !l.decodeEtcdBackend(be, b) {
 			return
@@ -160,6 +172,11 @@ func (l *loader) decodeEtcdBackend(be *Backend, b *hcl.Block) bool {
 		l.errorf(b.DefRange, "Incomplete client certificate",
 			"A TLS client certificate needs both cert_file and key_file.")
 		ok = false
+	}
+	if a := content.Attributes["scale_out"]; a != nil {
+		before := len(l.diags)
+		be.ScaleOut, _ = l.boolAttr(a) // null is unset, not an error
+		ok = ok && !l.diags[before:].HasErrors()
 	}
 	if a := content.Attributes["username"]; a != nil {
 		be.Username, _ = l.stringAttr(a, true)

@@ -25,6 +25,7 @@ stack "mystack" {
     key_file  = "/etc/infrakit/client-key.pem"
     ca_file   = "tls/ca.pem"
     username  = "infrakit"
+    scale_out = true
   }
 }
 `})
@@ -43,6 +44,7 @@ stack "mystack" {
 		CAFile:    filepath.Join(dir, "tls/ca.pem"),
 		Username:  "infrakit",
 		Password:  "from-env",
+		ScaleOut:  true,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("backend:\ngot  %+v\nwant %+v", got, want)
@@ -88,7 +90,7 @@ stack "web" {
 }
 `)
 	b := st.Backend
-	if b.Prefix != "/infrakit/web" || b.LeaseTTL != config.DefaultLeaseTTL || b.Password != "p" {
+	if b.Prefix != "/infrakit/web" || b.LeaseTTL != config.DefaultLeaseTTL || b.Password != "p" || b.ScaleOut {
 		t.Errorf("defaults: prefix %q, lease_ttl %s, password %q", b.Prefix, b.LeaseTTL, b.Password)
 	}
 	if got := b.String(); got != "etcd /infrakit/web at http://127.0.0.1:2379" {
@@ -149,6 +151,11 @@ func TestBackendInvalid(t *testing.T) {
   lease = "5s"
 }`, "4:3", "Unsupported argument", "lease"},
 		{"local takes nothing", `backend "local" { path = "x" }`, "2:19", "Unsupported argument", `"path"`},
+		{"scale_out on local", `backend "local" { scale_out = true }`, "2:19", "Scale-out needs the etcd backend", `backend "etcd"`},
+		{"scale_out not a bool", `backend "etcd" {
+  endpoints = ["a:1"]
+  scale_out = "maybe"
+}`, "4:15", "Incorrect attribute value type", "a bool is required"},
 		{"two backends", `backend "local" {}
 backend "etcd" { endpoints = ["a:1"] }`, "3:1", "Duplicate backend block", "stack.hcl:2:1"},
 	}

@@ -5,44 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // Leadership is one campaign: its lease, and once Campaign returns it, the
-// leadership it won. It owns one goroutine (the monitor) and the Session's
-// keep-alive; Resign stops both. Always call Resign, lost or not.
+// leadership it won. It owns one goroutine (the monitor, which watches the
+// leader key) and its Lease; Resign stops both. Always call Resign, lost
+// or not.
 type Leadership struct {
 	client   *clientv3.Client
 	identity string
-	ttl      time.Duration // as granted by etcd
-	margin   time.Duration
-	lease    clientv3.LeaseID
-	session  *concurrency.Session
-
-	// cancel ends the lease's renewals and the monitor's watch.
-	bg     context.Context
-	cancel context.CancelFunc
+	keeper   *Lease
+	lease    clientv3.LeaseID // keeper.ID()
 
 	fence   Fence         // set once elected, before elected is closed
 	elected chan struct{} // closed when the campaign is won
 	stop    chan struct{} // closed by Resign
 	done    chan struct{} // closed when the monitor has returned
-
-	lostOnce   sync.Once
-	lost       chan struct{}
-	lostCtx    context.Context // done when lost is closed
-	lostCancel context.CancelFunc
-	mu         sync.Mutex
-	err        error // why leadership ended; guarded by mu
-	// renewed is when the last successful renewal was sent (Unix
-	// nanoseconds), for Verify: the monitor keeps it.
-	renewed atomic.Int64
 
 	resignOnce sync.Once
 	resignErr  error
@@ -57,43 +39,25 @@ type Leadership struct {
 // when the campaign's own lease is lost while waiting (ErrLeaseLost or
 // ErrRenewalOverdue: the caller campaigns again).
 func (e *Election) Campaign(ctx context.Context, identity string) (*Leadership, error) {
-	// Renewal deadlines count from before the grant was asked for: the
-	// lease certainly lives until then + TTL.
-	start := time.Now()
-	grant, err := e.client.Grant(ctx, ttlSeconds(e.ttl))
+	keeper, err := GrantLease(ctx, e.client, e.ttl, e.margin)
 	if err != nil {
-		return nil, fmt.Errorf("election %s: grant lease: %w", e.prefix, err)
-	}
-	ttl := time.Duration(grant.TTL) * time.Second
-	bg, cancel := context.WithCancel(context.Background())
-	session, err := concurrency.NewSession(e.client, concurrency.WithLease(grant.ID), concurrency.WithContext(bg))
-	if err != nil {
-		cancel()
-		e.revoke(grant.ID, ttl)
-		return nil, fmt.Errorf("election %s: session: %w", e.prefix, err)
+		return nil, fmt.Errorf("election %s: %w", e.prefix, err)
 	}
 	l := &Leadership{
 		client:   e.client,
 		identity: identity,
-		ttl:      ttl,
-		margin:   marginFor(ttl, e.margin),
-		lease:    grant.ID,
-		session:  session,
-		bg:       bg,
-		cancel:   cancel,
+		keeper:   keeper,
+		lease:    keeper.ID(),
 		elected:  make(chan struct{}),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
-		lost:     make(chan struct{}),
 	}
-	l.lostCtx, l.lostCancel = context.WithCancel(context.Background())
-	l.renewed.Store(start.UnixNano())
-	go l.monitor(start)
+	go l.monitor()
 
 	// The campaign ends early when the lease is lost while waiting: a
 	// campaigner whose key expired would otherwise be told it leads.
 	cctx, ccancel := context.WithCancel(ctx)
-	stopCancel := context.AfterFunc(l.lostCtx, ccancel)
+	stopCancel := context.AfterFunc(keeper.Context(), ccancel)
 	key, rev, err := l.campaign(cctx, e.prefix, identity)
 	stopCancel()
 	ccancel()
@@ -105,7 +69,7 @@ func (e *Election) Campaign(ctx context.Context, identity string) (*Leadership, 
 			err = lerr
 		}
 		// Bounded: etcd may be what failed; the lease expires anyway.
-		rctx, rcancel := context.WithTimeout(context.Background(), ttl)
+		rctx, rcancel := context.WithTimeout(context.Background(), keeper.TTL())
 		_ = l.Resign(rctx)
 		rcancel()
 		return nil, fmt.Errorf("election %s: campaign: %w", e.prefix, err)
@@ -191,38 +155,26 @@ func (l *Leadership) confirm(ctx context.Context, key string, rev int64) error {
 	return nil
 }
 
-// monitor renews the lease every TTL/5, declares leadership lost (see the
-// package comment) and, once elected, watches the leader key. It returns
-// when leadership is lost or Resign closes stop.
-func (l *Leadership) monitor(start time.Time) {
+// monitor watches the leader key once elected, and deposes the leadership
+// when the key is deleted; the Lease renews and declares the lease lost.
+// It returns when leadership is lost or Resign closes stop.
+func (l *Leadership) monitor() {
 	defer close(l.done)
-	lastRenew := start
-	renew := time.NewTicker(max(l.ttl/5, 50*time.Millisecond))
-	defer renew.Stop()
-	overdue := time.NewTimer(time.Until(start.Add(l.ttl - l.margin)))
-	defer overdue.Stop()
 	var keyEvents clientv3.WatchChan
 	elected := l.elected
 	for {
 		select {
 		case <-l.stop:
 			return
-		case <-l.session.Done():
-			l.lose(ErrLeaseLost)
-			return
-		case <-overdue.C:
-			l.lose(ErrRenewalOverdue)
-			// The lease may still live in etcd for up to Margin; revoking
-			// it lets another campaigner lead at once if etcd is reachable.
-			l.revokeWithin(l.margin)
+		case <-l.keeper.Lost():
 			return
 		case <-elected:
 			elected = nil
-			keyEvents = l.client.Watch(l.bg, l.fence.Key, clientv3.WithRev(l.fence.Revision+1))
+			keyEvents = l.client.Watch(l.keeper.bg, l.fence.Key, clientv3.WithRev(l.fence.Revision+1))
 		case wr, ok := <-keyEvents:
 			if ok && wr.Err() == nil {
 				if deleted(wr) {
-					l.lose(ErrDeposed)
+					l.keeper.lose(ErrDeposed)
 					return
 				}
 				continue
@@ -237,29 +189,13 @@ func (l *Leadership) monitor(start time.Time) {
 			// again from that read on.
 			rev, gone := l.readKey()
 			if gone {
-				l.lose(ErrDeposed)
+				l.keeper.lose(ErrDeposed)
 				return
 			}
 			if rev == 0 {
 				rev = l.fence.Revision // unreadable: renewals cover that
 			}
-			keyEvents = l.client.Watch(l.bg, l.fence.Key, clientv3.WithRev(rev+1))
-		case <-renew.C:
-			sent := time.Now()
-			// Bound the renewal by the overdue instant, so the timer is
-			// served on time even when etcd does not answer.
-			rctx, cancel := context.WithDeadline(l.bg, lastRenew.Add(l.ttl-l.margin))
-			_, err := l.client.KeepAliveOnce(rctx, l.lease)
-			cancel()
-			switch {
-			case err == nil:
-				lastRenew = sent
-				l.renewed.Store(sent.UnixNano())
-				overdue.Reset(time.Until(lastRenew.Add(l.ttl - l.margin)))
-			case errors.Is(err, rpctypes.ErrLeaseNotFound):
-				l.lose(ErrLeaseLost)
-				return
-			}
+			keyEvents = l.client.Watch(l.keeper.bg, l.fence.Key, clientv3.WithRev(rev+1))
 		}
 	}
 }
@@ -277,7 +213,7 @@ func deleted(wr clientv3.WatchResponse) bool {
 // readKey reads the leader key: gone reports that it no longer holds this
 // leadership; rev is the revision read at, 0 when etcd did not answer.
 func (l *Leadership) readKey() (rev int64, gone bool) {
-	ctx, cancel := context.WithTimeout(l.bg, l.margin)
+	ctx, cancel := context.WithTimeout(l.keeper.bg, l.keeper.margin)
 	defer cancel()
 	resp, err := l.client.Get(ctx, l.fence.Key)
 	if err != nil {
@@ -289,30 +225,6 @@ func (l *Leadership) readKey() (rev int64, gone bool) {
 	return resp.Header.Revision, false
 }
 
-// lose records why leadership ended and closes Lost, once.
-func (l *Leadership) lose(err error) {
-	l.lostOnce.Do(func() {
-		l.mu.Lock()
-		l.err = err
-		l.mu.Unlock()
-		close(l.lost)
-		l.lostCancel()
-	})
-}
-
-// revokeWithin revokes the lease, giving up after d.
-func (l *Leadership) revokeWithin(d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	_, _ = l.client.Revoke(ctx, l.lease) // best effort: the lease expires anyway
-}
-
-func (e *Election) revoke(id clientv3.LeaseID, ttl time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), ttl)
-	defer cancel()
-	_, _ = e.client.Revoke(ctx, id) // best effort: the lease expires anyway
-}
-
 // Identity is the value this process campaigned with.
 func (l *Leadership) Identity() string { return l.identity }
 
@@ -321,22 +233,22 @@ func (l *Leadership) Identity() string { return l.identity }
 func (l *Leadership) Fence() Fence { return l.fence }
 
 // TTL is the lease's time to live as etcd granted it.
-func (l *Leadership) TTL() time.Duration { return l.ttl }
+func (l *Leadership) TTL() time.Duration { return l.keeper.TTL() }
 
 // Margin is how long before the lease would run out Lost is closed when the
 // lease cannot be renewed.
-func (l *Leadership) Margin() time.Duration { return l.margin }
+func (l *Leadership) Margin() time.Duration { return l.keeper.Margin() }
 
 // Lost is closed when the leadership ends: the lease is gone, renewal is
 // overdue (TTL-Margin without a successful renewal), the leader key was
 // deleted, or Resign was called. Stop acting as leader the moment it is
 // closed; Err says why.
-func (l *Leadership) Lost() <-chan struct{} { return l.lost }
+func (l *Leadership) Lost() <-chan struct{} { return l.keeper.Lost() }
 
 // Context is done when Lost is closed: hand it to the work done as leader
 // (or derive its contexts from it) so that the work stops the moment the
 // leadership ends.
-func (l *Leadership) Context() context.Context { return l.lostCtx }
+func (l *Leadership) Context() context.Context { return l.keeper.Context() }
 
 // Standing reports, without asking etcd, whether the leadership still
 // stands as far as this process can tell: not lost, and renewed recently
@@ -344,7 +256,7 @@ func (l *Leadership) Context() context.Context { return l.lostCtx }
 // monitor, so a process that was frozen past its renewal deadline says
 // false from the moment it resumes (what a status page should show).
 func (l *Leadership) Standing() bool {
-	return l.Err() == nil && time.Since(time.Unix(0, l.renewed.Load())) < l.ttl-l.margin
+	return l.keeper.Standing()
 }
 
 // Verify confirms, right before acting, that the leadership still stands:
@@ -360,8 +272,8 @@ func (l *Leadership) Verify(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	if since := time.Since(time.Unix(0, l.renewed.Load())); since >= l.ttl-l.margin {
-		l.lose(ErrRenewalOverdue)
+	if l.keeper.overdue() {
+		l.keeper.lose(ErrRenewalOverdue)
 		return ErrRenewalOverdue
 	}
 	resp, err := l.client.Get(ctx, l.fence.Key)
@@ -369,7 +281,7 @@ func (l *Leadership) Verify(ctx context.Context) error {
 		return fmt.Errorf("verify leadership %s: %w", l.fence.Key, err)
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != l.fence.Revision {
-		l.lose(ErrDeposed)
+		l.keeper.lose(ErrDeposed)
 		return ErrDeposed
 	}
 	return l.Err()
@@ -377,11 +289,7 @@ func (l *Leadership) Verify(ctx context.Context) error {
 
 // Err is why the leadership ended (ErrLeaseLost, ErrRenewalOverdue,
 // ErrDeposed, ErrResigned), or nil while it stands.
-func (l *Leadership) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
+func (l *Leadership) Err() error { return l.keeper.Err() }
 
 // Resign ends the leadership at once: it stops the renewals and revokes the
 // lease, which deletes the leader key, so another campaigner leads within
@@ -391,14 +299,11 @@ func (l *Leadership) Err() error {
 // be reached before ctx is done, the lease simply expires after its TTL.
 func (l *Leadership) Resign(ctx context.Context) error {
 	l.resignOnce.Do(func() {
-		l.lose(ErrResigned)
+		l.keeper.lose(ErrResigned)
 		close(l.stop)
 		<-l.done
-		l.cancel()
-		l.session.Orphan() // waits for the Session's keep-alive to end
-		_, err := l.client.Revoke(ctx, l.lease)
-		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			l.resignErr = fmt.Errorf("resign %s: revoke lease %x: %w (it expires within %s)", l.fence.Key, int64(l.lease), err, l.ttl)
+		if err := l.keeper.Revoke(ctx); err != nil {
+			l.resignErr = fmt.Errorf("resign %s: %w", l.fence.Key, err)
 		}
 	})
 	return l.resignErr

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/infrakit/infrakit/internal/election"
 	"github.com/infrakit/infrakit/internal/state"
 )
 
@@ -105,6 +106,10 @@ type lease struct {
 	// bounded by term: made after the leadership ended it must still reach
 	// etcd, to be refused there by the fence and say so.
 	writeTimeout time.Duration
+	// writeFenced, set in scale-out mode, writes the state fenced by the
+	// lease of the object a write is for (the lease's store is then the
+	// backend itself: each object has its own fence).
+	writeFenced func(context.Context, *state.Document, election.Fence) error
 
 	mu      sync.Mutex
 	holders int
@@ -141,6 +146,17 @@ var errStale = errors.New("the state changed since this pass read it")
 // It returns errStale (and leaves the lease) when another process wrote the
 // state since. Call release after a nil error.
 func (l *lease) acquire(ctx context.Context, lineage string, serial uint64) error {
+	return l.acquireFor(ctx, func(doc *state.Document) bool {
+		return doc.Lineage != lineage || l.serials.foreign(lineage, serial, doc.Serial)
+	})
+}
+
+// acquireFor joins the lease for a pass for which the stored state is
+// stale when stale says so: errStale then (and it leaves the lease). In
+// scale-out mode other watch processes write the state for their own
+// objects all the time, so a pass asks only about what it depends on
+// (scaleout.go); otherwise any foreign write since it read is stale.
+func (l *lease) acquireFor(ctx context.Context, stale func(*state.Document) bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.term != nil && l.term.Err() != nil {
@@ -162,7 +178,7 @@ func (l *lease) acquire(ctx context.Context, lineage string, serial uint64) erro
 		}
 		l.unlock, l.doc = unlock, doc
 	}
-	if l.doc.Lineage != lineage || l.serials.foreign(lineage, serial, l.doc.Serial) {
+	if stale(l.doc) {
 		if l.holders == 0 {
 			l.releaseLocked()
 		}
@@ -189,8 +205,9 @@ func (l *lease) acquire(ctx context.Context, lineage string, serial uint64) erro
 // differ from what it holds. It returns the serial of the state afterwards.
 // The write does not wait (the lock is held), so it goes through even when
 // ctx is done: what a pass did is recorded, also during shutdown. With
-// etcd it is fenced: once the leadership has ended it fails (ErrFenced).
-func (l *lease) record(name string, instances []state.Instance) (uint64, error) {
+// etcd it is fenced: once the leadership has ended it fails (ErrFenced);
+// in scale-out mode by fence, the lease of the group (one, or none).
+func (l *lease) record(name string, instances []state.Instance, fence ...election.Fence) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.holders == 0 {
@@ -210,12 +227,7 @@ func (l *lease) record(name string, instances []state.Instance) (uint64, error) 
 	st.Instances = slices.Clone(instances) // the caller's slice stays the caller's
 	next := l.doc.Serial + 1
 	l.serials.expect(l.doc.Lineage, next)
-	wctx, cancel := context.Background(), func() {}
-	if l.writeTimeout > 0 {
-		wctx, cancel = context.WithTimeout(wctx, l.writeTimeout)
-	}
-	defer cancel()
-	if err := l.store.Write(wctx, l.doc); err != nil {
+	if err := l.write(fence); err != nil {
 		l.spoiled = true
 		l.serials.forget(next)
 		st.Instances = prev
@@ -224,10 +236,27 @@ func (l *lease) record(name string, instances []state.Instance) (uint64, error) 
 	return l.doc.Serial, nil
 }
 
+// write stores the lease's document: not bounded by the context of the
+// pass (see record), fenced by fence when given. l.mu is held.
+func (l *lease) write(fence []election.Fence) error {
+	wctx, cancel := context.Background(), func() {}
+	if l.writeTimeout > 0 {
+		wctx, cancel = context.WithTimeout(wctx, l.writeTimeout)
+	}
+	defer cancel()
+	if len(fence) > 0 {
+		if l.writeFenced == nil || len(fence) > 1 {
+			return errors.New("a fenced write needs scale-out mode and one fence")
+		}
+		return l.writeFenced(wctx, l.doc, fence[0])
+	}
+	return l.store.Write(wctx, l.doc)
+}
+
 // setSize stores size to for autoscaled group name in the state's stack,
 // and writes it, when its stored size is still from (errStale otherwise:
 // someone changed it since the decision). Fenced as record is.
-func (l *lease) setSize(name string, from, to int) error {
+func (l *lease) setSize(name string, from, to int, fence ...election.Fence) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.holders == 0 {
@@ -250,12 +279,7 @@ func (l *lease) setSize(name string, from, to int) error {
 	l.doc.Stack = &next
 	serial := l.doc.Serial + 1
 	l.serials.expect(l.doc.Lineage, serial)
-	wctx, cancel := context.Background(), func() {}
-	if l.writeTimeout > 0 {
-		wctx, cancel = context.WithTimeout(wctx, l.writeTimeout)
-	}
-	defer cancel()
-	if err := l.store.Write(wctx, l.doc); err != nil {
+	if err := l.write(fence); err != nil {
 		l.spoiled = true
 		l.serials.forget(serial)
 		l.doc.Stack = st

@@ -53,6 +53,8 @@ type metrics struct {
 	autoscaleRecommended *prometheus.GaugeVec
 	autoscaleValue       *prometheus.GaugeVec
 	autoscaleNoData      *prometheus.CounterVec
+
+	scaleOut scaleOutMetrics
 }
 
 func newMetrics() *metrics {
@@ -133,6 +135,7 @@ func newMetrics() *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.scaleOut = newScaleOutMetrics(m.registry)
 	// Both results exist from the start, so rate() has a series to work on
 	// before the first failure.
 	m.passes.WithLabelValues(passOK)
@@ -159,6 +162,7 @@ func (m *metrics) removeGroup(name string) {
 	m.autoscaleRecommended.DeletePartialMatch(l)
 	m.autoscaleValue.DeletePartialMatch(l)
 	m.autoscaleNoData.DeletePartialMatch(l)
+	m.scaleOut.groupPasses.DeletePartialMatch(l)
 }
 
 // removeProvider drops the series of a provider no longer in the stack.

@@ -43,6 +43,8 @@ type Status struct {
 	// Groups in name order; Providers in key order. Never null.
 	Groups    []Group    `json:"groups"`
 	Providers []Provider `json:"providers"`
+	// ScaleOut is set in scale-out mode only (scaleout.go).
+	ScaleOut *ScaleOut `json:"scale_out,omitempty"`
 }
 
 // Group is one group as its latest pass left it.
@@ -74,6 +76,9 @@ type Group struct {
 	// Autoscale is set for a group with an autoscale block once its
 	// autoscaler has decided (the leader's; autoscale.go).
 	Autoscale *Autoscale `json:"autoscale,omitempty"`
+	// Owner is the identity of the watch process that owns the group in
+	// scale-out mode ("" otherwise, and while nobody owns it).
+	Owner string `json:"owner,omitempty"`
 }
 
 // Group kinds.
@@ -280,6 +285,8 @@ type Recorder struct {
 	passes    uint64
 	groups    map[string]*groupEntry
 	providers map[string]*Provider
+	// scaleOut is the scale-out view (nil: not in scale-out mode).
+	scaleOut *ScaleOut
 }
 
 type groupEntry struct {
@@ -381,6 +388,7 @@ func (r *Recorder) Status() Status {
 	}
 	slices.SortFunc(s.Groups, func(a, b Group) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(s.Providers, func(a, b Provider) int { return cmp.Compare(a.Key, b.Key) })
+	r.fillOwners(&s)
 	return s
 }
 
