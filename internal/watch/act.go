@@ -12,6 +12,7 @@ import (
 	"github.com/infrakit/infrakit/internal/execute"
 	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
+	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
 	"github.com/infrakit/infrakit/internal/watch/status"
 	"github.com/infrakit/infrakit/sdk/instance"
 )
@@ -29,7 +30,7 @@ import (
 func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSpec, o observation, dn decision,
 	live []state.Instance, res *passResult, log hclog.Logger, held bool) ([]group.Member, []instance.ID, error) {
 	if !held {
-		if err := s.takeLease(ctx, t, spec, res, log); err != nil {
+		if err := s.takeLease(ctx, t, gs, spec, res, log); err != nil {
 			return nil, nil, ignoreStale(err)
 		}
 	}
@@ -68,7 +69,7 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 		eo.Progress = a.progress
 		eo.Parallelism = s.opts.Parallelism
 		eo.CallTimeout = s.opts.CallTimeout
-		t.lease.guard(eo)
+		t.guard(eo)
 	})
 	if deposed(r.Errors()) {
 		log.Warn("steps refused: this watch no longer leads", "error", r.Errors())
@@ -85,15 +86,18 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 	s.acting.setDestroying(gs.name, destroyingOf(o, destroyed))
 	release()
 	final := applyActions(live, created, destroyed)
-	serial, werr := t.lease.record(gs.name, final)
+	serial, werr := t.lease.record(gs.name, final, t.fences()...)
 	t.lease.release()
 	if werr == nil {
 		gs.recorded, gs.recordedSerial = final, serial
 	} else if deposed(werr) {
 		// The fence refused the write: another watch leads now. What this
 		// pass did is found again by its tags.
-		log.Warn("state write refused: this watch no longer leads", "error", werr)
+		log.Warn("state write refused: this watch no longer leads or owns the group", "error", werr)
 		res.deposed = true
+		if errors.Is(werr, stateetcd.ErrFenced) {
+			s.rec.FencedWriteRefused()
+		}
 	}
 	return created, destroyed, errors.Join(r.Errors(), r.Err, werr)
 }
@@ -102,8 +106,8 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 // serial. It returns errStale (res.stale set) when another process wrote
 // the state since, and marks res deposed when this watch no longer leads.
 // Call t.lease.release after a nil error.
-func (s *service) takeLease(ctx context.Context, t *term, spec groupSpec, res *passResult, log hclog.Logger) error {
-	err := t.lease.acquire(ctx, spec.lineage, spec.serial)
+func (s *service) takeLease(ctx context.Context, t *term, gs *groupState, spec groupSpec, res *passResult, log hclog.Logger) error {
+	err := t.acquireLease(ctx, gs, spec)
 	switch {
 	case err == nil:
 		return nil

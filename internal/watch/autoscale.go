@@ -74,7 +74,7 @@ func (s *service) syncScaler(g *groupSched, now time.Time) {
 // fail-over before the stabilization window has passed.
 func (s *service) scheduleScaler(g *groupSched, now time.Time) {
 	sc := g.scale
-	if sc == nil || s.term == nil {
+	if sc == nil || s.termFor(g.name) == nil {
 		return
 	}
 	if sc.epoch != s.epoch {
@@ -99,11 +99,14 @@ func evaluationInterval(a *config.Autoscale) time.Duration {
 
 // startScalers starts the evaluations due. Only a leader evaluates.
 func (s *service) startScalers(passCtx context.Context, now time.Time) {
-	if s.term == nil || passCtx.Err() != nil {
+	if !s.acts() || passCtx.Err() != nil {
 		return
 	}
 	for _, name := range s.names() {
 		g := s.groups[name]
+		if s.termFor(name) == nil {
+			continue // in scale-out mode, another member's
+		}
 		s.scheduleScaler(g, now)
 		sc := g.scale
 		if sc == nil || sc.running || sc.next.After(now) || s.scaling >= cap(s.scaled) {
@@ -112,7 +115,7 @@ func (s *service) startScalers(passCtx context.Context, now time.Time) {
 		sc.running, sc.next = true, time.Time{}
 		s.scaling++
 		in := autoscale.Input{Policy: autoscale.PolicyFrom(g.spec.cfg.Autoscale), Current: sc.size, History: sc.hist}
-		spec, t := g.spec, s.term
+		spec, t := g.spec, s.termFor(name)
 		go func() {
 			ctx, cancel := termContext(passCtx, t)
 			defer cancel()
@@ -151,7 +154,10 @@ func (s *service) scaledDone(ctx, passCtx context.Context, r scaleResult) {
 	}
 	sc := g.scale
 	sc.running = false
-	if r.decided && r.term == s.term && sc.epoch == s.epoch {
+	if r.err != nil && deposed(r.err) {
+		s.fenceRefused(ctx, r.term, r.err)
+	}
+	if r.decided && r.term == s.termFor(r.name) && sc.epoch == s.epoch {
 		sc.hist = r.decision.History
 		a := g.spec.cfg.Autoscale
 		news := s.rec.Autoscaled(r.name, status.AutoscalePolicy{Min: a.Min, Max: a.Max, EvaluationInterval: evaluationInterval(a)}, r.decision)
@@ -169,7 +175,7 @@ func (s *service) scaledDone(ctx, passCtx context.Context, r scaleResult) {
 		s.setDoc(ctx, r.doc)
 		s.sweep(passCtx, []string{r.name}, true)
 	}
-	if s.term != nil && g.scale != nil {
+	if s.termFor(r.name) != nil && g.scale != nil {
 		g.scale.next = now.Add(evaluationInterval(g.spec.cfg.Autoscale))
 	}
 	s.startDirty(passCtx)

@@ -10,6 +10,7 @@ import (
 	"github.com/infrakit/infrakit/internal/autoscale"
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/state"
+	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
 	"github.com/infrakit/infrakit/sdk/provider"
 )
 
@@ -90,11 +91,14 @@ func (s *service) query(ctx context.Context, c config.Check, timeout time.Durati
 // when the stored size is still from: the intent the group's next pass
 // converges to. It returns the state as written.
 func (s *service) writeSize(ctx context.Context, t *term, spec groupSpec, from, to int) (*state.Document, error) {
-	if err := t.lease.acquire(ctx, spec.lineage, spec.serial); err != nil {
+	if err := t.acquireSize(ctx, spec); err != nil {
 		return nil, err
 	}
-	err := t.lease.setSize(spec.cfg.Name, from, to)
+	err := t.lease.setSize(spec.cfg.Name, from, to, t.fences()...)
 	t.lease.release()
+	if errors.Is(err, stateetcd.ErrFenced) {
+		s.rec.FencedWriteRefused()
+	}
 	if err != nil {
 		return nil, err
 	}

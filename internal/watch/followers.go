@@ -63,8 +63,9 @@ type followers struct {
 	// syncing are the followers the running sync covers (by key), so that
 	// a failed one is retried on its sync_interval, not its relist time.
 	syncing []follower
-	// doc and term are what the last full sync ran for.
-	doc     *state.Document
+	// gen (the service's stackGen) and term are what the last full sync
+	// ran for.
+	gen     int
 	term    *term
 	lastErr string
 	// configured are the load balancers (plan.LBKey) whose health check
@@ -259,16 +260,21 @@ func (s *service) startFollowers(passCtx context.Context) {
 		return
 	}
 	t := s.term
-	if t == nil {
+	if t == nil && s.so == nil {
 		return // a follower syncs nothing; the sync waits for leadership
 	}
 	now := time.Now()
-	fs := followersOf(s.doc)
-	full := f.all || f.doc != s.doc || f.term != t
+	// In scale-out mode only the followers this process owns.
+	fs := s.ownedFollowers(followersOf(s.doc))
+	if len(fs) == 0 && s.so != nil {
+		f.pending, f.all, f.groups = false, false, nil
+		return
+	}
+	full := f.all || f.gen != s.stackGen || s.so == nil && f.term != t
 	sel, picked := selectFollowers(fs, f.next, f.groups, full, now)
 	f.pending, f.all, f.groups = false, false, nil
 	if full {
-		f.doc, f.term = s.doc, t
+		f.gen, f.term = s.stackGen, t
 		f.next = make(map[string]time.Time, len(fs))
 	}
 	for _, fl := range picked {
@@ -282,11 +288,26 @@ func (s *service) startFollowers(passCtx context.Context) {
 	}
 	f.running, f.syncing = true, picked
 	doc := s.doc
+	if s.so != nil {
+		// Named: "all" would be every follower of the stack.
+		sel = selection{}
+		for _, fl := range picked {
+			if fl.kind == "ingress" {
+				sel.ingresses = append(sel.ingresses, fl.name)
+			} else {
+				sel.enrollments = append(sel.enrollments, fl.name)
+			}
+		}
+		t = s.syncTerm(picked)
+	}
 	go func() {
 		ctx, cancel := termContext(passCtx, t)
 		defer cancel()
 		r := s.syncFollowers(ctx, t, doc, sel)
 		r.term = t
+		if t.scaleOut() {
+			t.cancel() // the sync's own term
+		}
 		s.followed <- r // never blocks: one sync at a time, one slot
 	}()
 }
@@ -296,7 +317,7 @@ func (s *service) startFollowers(passCtx context.Context) {
 // authorizations; teardowns are apply's) and executes the plan.
 func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Document, sel selection) followResult {
 	log := s.log.Named("followers")
-	if err := t.lease.acquire(ctx, doc.Lineage, doc.Serial); err != nil {
+	if err := t.acquireSync(ctx, doc); err != nil {
 		if errors.Is(err, errStale) {
 			return followResult{stale: true}
 		}
@@ -342,7 +363,7 @@ func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Documen
 		eo.Defer = true
 		eo.Parallelism = s.opts.Parallelism
 		eo.CallTimeout = s.opts.CallTimeout
-		t.lease.guard(eo)
+		t.guard(eo)
 	})
 	s.noteConfigured(p, r)
 	for _, line := range followerLines(p, r) {

@@ -33,9 +33,22 @@ type stepGate struct {
 	// standing is the leadership's own clock check (no round trip).
 	standing func() bool
 	verify   func(context.Context) error
+	// gone is the error of a call refused once the term ended
+	// (errNotLeader when nil).
+	gone error
 
 	mu       sync.Mutex
 	verified time.Time
+}
+
+// guard sets the executor's gate and abort for the term: its own in
+// scale-out mode (the object's), else its lease's.
+func (t *term) guard(eo *execute.Options) {
+	if t.gate != nil {
+		eo.Before, eo.Abort = t.gate.check(t.ctx), t.ctx
+		return
+	}
+	t.lease.guard(eo)
 }
 
 // guard sets the executor's gate and abort for the lease's term (nothing
@@ -54,7 +67,11 @@ func (l *lease) guard(eo *execute.Options) {
 func (g *stepGate) check(term context.Context) func(context.Context, plan.Step) error {
 	return func(ctx context.Context, s plan.Step) error {
 		if term.Err() != nil {
-			return fmt.Errorf("not acting (%s %s): %w", s.Kind, s.Subject(), errNotLeader)
+			gone := g.gone
+			if gone == nil {
+				gone = errNotLeader
+			}
+			return fmt.Errorf("not acting (%s %s): %w", s.Kind, s.Subject(), gone)
 		}
 		if g.standing != nil && !g.standing() {
 			return fmt.Errorf("not acting (%s %s): %w", s.Kind, s.Subject(), election.ErrRenewalOverdue)

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/infrakit/infrakit/internal/election"
+	"github.com/infrakit/infrakit/internal/ownership"
 	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
+	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
 // Leadership. With the local backend one watch runs per state (the watch
@@ -51,6 +53,27 @@ type term struct {
 	// the campaigner then resigns. nil for the lifelong term.
 	ended chan struct{}
 	lease *lease
+
+	// In scale-out mode (scaleout.go) a term is the ownership of one
+	// object (or, for a sync, of the followers it covers): obj is it and
+	// fence its lease, which fences every state write made for it; gate
+	// checks, before each provider call, that the session stands and the
+	// object is still this process's. Zero in the other modes.
+	obj   ownership.Object
+	fence election.Fence
+	gate  *stepGate
+}
+
+// scaleOut reports whether t is a scale-out term.
+func (t *term) scaleOut() bool { return t.gate != nil }
+
+// fences are the fences of t's state writes beyond the lease's store's
+// own: the object's lease in scale-out mode, none otherwise.
+func (t *term) fences() []election.Fence {
+	if t.fence.IsZero() {
+		return nil
+	}
+	return []election.Fence{t.fence}
 }
 
 // lifelongTerm is the local backend's term: the lone watch leads until it
@@ -95,6 +118,15 @@ func (s *service) campaign(ctx context.Context) {
 			continue
 		}
 		failing, pause = false, 100*time.Millisecond
+		// Modes never mix: scale-out members act on their own; a leader
+		// beside them would act on the same groups.
+		if err := checkNoOther(ctx, s.ha.backend.Client(), s.ha.backend.Prefix(), membersDir); err != nil {
+			log.Error("won the leadership but not acting", "error", err)
+			s.rec.Event(status.Event{Kind: status.EventError, Message: "not acting: " + err.Error()})
+			s.resign(l)
+			sleep(ctx, campaignBackoff)
+			continue
+		}
 		tctx, cancel := context.WithCancel(l.Context())
 		t := &term{lead: l, ctx: tctx, cancel: cancel, ended: make(chan struct{})}
 		select {
@@ -218,7 +250,7 @@ var errNotLeader = errors.New("this watch no longer leads")
 // refused by its fence or by the loss of its state lock's lease, or a
 // verification that found the leadership gone.
 func deposed(err error) bool {
-	return errors.Is(err, errNotLeader) || errors.Is(err, stateetcd.ErrFenced) || errors.Is(err, stateetcd.ErrLockLost) ||
+	return errors.Is(err, errNotLeader) || errors.Is(err, errNotOwner) || errors.Is(err, stateetcd.ErrFenced) || errors.Is(err, stateetcd.ErrLockLost) ||
 		errors.Is(err, election.ErrDeposed) || errors.Is(err, election.ErrLeaseLost) ||
 		errors.Is(err, election.ErrRenewalOverdue) || errors.Is(err, election.ErrResigned)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 
@@ -74,6 +75,13 @@ func (s *service) run(ctx context.Context, doc *state.Document) {
 			s.observeLeader(ctx)
 		}()
 	}
+	if s.so != nil {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.member(ctx)
+		}()
+	}
 	s.loop(ctx, passCtx)
 
 	// Shutdown.
@@ -93,14 +101,23 @@ func (s *service) run(ctx context.Context, doc *state.Document) {
 			s.scaledDone(ctx, passCtx, r)
 		case <-s.lostC():
 			s.endTerm(s.lostReason())
+		case a := <-s.soAcquired():
+			s.acquire(ctx, passCtx, a) // starts nothing: passCtx is done
+		case r := <-s.soReleasing():
+			s.release(ctx, r)
 		case <-deadline.C:
 			s.log.Warn("stopping without waiting for the passes still in flight; the state holds what they recorded", "passes", s.active)
 			s.active, s.fol.running, s.scaling = 0, false, 0
 		}
+		s.settle()
 	}
 	// Nothing acts any more: a leader resigns now, so that another watch
-	// leads at once (the campaigner revokes the lease).
+	// leads at once (the campaigner revokes the lease); a scale-out
+	// member gives its objects back and leaves.
 	s.endTerm("stopping")
+	if s.so != nil {
+		s.so.stop()
+	}
 	for _, g := range s.groups {
 		if g.sub != nil {
 			g.sub.cancel()
@@ -125,6 +142,12 @@ func (s *service) loop(ctx, passCtx context.Context) {
 		case name := <-s.events:
 			s.sweep(passCtx, []string{name}, false)
 		case doc := <-s.docs:
+			if s.so != nil && s.doc != nil && doc.Lineage == s.doc.Lineage && sameStack(doc.Stack, s.doc.Stack) {
+				// Other members recorded their objects: nothing this
+				// process enforces changed.
+				s.setDoc(ctx, doc)
+				break
+			}
 			s.log.Info("the state was changed by another command; passing with it", "serial", doc.Serial)
 			s.setDoc(ctx, doc)
 			s.sweep(passCtx, s.names(), true)
@@ -139,6 +162,10 @@ func (s *service) loop(ctx, passCtx context.Context) {
 			s.scaledDone(ctx, passCtx, r)
 		case t := <-s.wonC():
 			s.lead(ctx, passCtx, t)
+		case a := <-s.soAcquired():
+			s.acquire(ctx, passCtx, a)
+		case r := <-s.soReleasing():
+			s.release(ctx, r)
 		case <-s.lostC():
 			s.endTerm(s.lostReason())
 		case <-follow.C:
@@ -160,6 +187,7 @@ func (s *service) loop(ctx, passCtx context.Context) {
 				s.wantFollowers(nil)
 			}
 		}
+		s.settle()
 		s.startFollowers(passCtx)
 		s.startScalers(passCtx, time.Now())
 	}
@@ -177,7 +205,7 @@ func (s *service) arm(t *time.Timer) {
 			next = g.due
 		}
 	}
-	if at := s.nextScale(); !at.IsZero() && s.term != nil && (next.IsZero() || at.Before(next)) {
+	if at := s.nextScale(); !at.IsZero() && s.acts() && (next.IsZero() || at.Before(next)) {
 		next = at
 	}
 	if next.IsZero() {
@@ -195,7 +223,7 @@ func (s *service) sweep(passCtx context.Context, names []string, full bool) {
 	sw := &sweep{start: time.Now()}
 	for _, name := range names {
 		g := s.groups[name]
-		if g == nil || !g.spec.managed() {
+		if g == nil || !g.spec.managed() || !s.passes(name) {
 			continue
 		}
 		sw.remaining++
@@ -225,7 +253,7 @@ func (s *service) startDirty(passCtx context.Context) {
 		if s.active >= s.opts.Parallelism || passCtx.Err() != nil {
 			return
 		}
-		if g := s.groups[name]; g.dirty && !g.running && g.spec.managed() {
+		if g := s.groups[name]; g.dirty && !g.running && g.spec.managed() && s.passes(name) {
 			s.start(passCtx, g)
 		}
 	}
@@ -239,7 +267,7 @@ func (s *service) start(passCtx context.Context, g *groupSched) {
 		g.mem, g.memEpoch = newGroupState(g.name, time.Now()), s.epoch
 	}
 	g.running, g.dirty = true, false
-	full, sweeps, spec, mem, t := g.full, g.waiting, g.spec, g.mem, s.term
+	full, sweeps, spec, mem, t := g.full, g.waiting, g.spec, g.mem, s.termFor(g.name)
 	g.full, g.waiting = false, nil
 	s.active++
 	s.log.Debug("pass starting", "group", g.name, "full", full, "active", s.active, "leader", t != nil)
@@ -260,7 +288,7 @@ func (s *service) start(passCtx context.Context, g *groupSched) {
 // termContext is passCtx, also cancelled when the term t ends (nil: a
 // follower's pass, which acts on nothing).
 func termContext(passCtx context.Context, t *term) (context.Context, context.CancelFunc) {
-	if t == nil || t.lead == nil {
+	if t == nil || t.lead == nil && !t.scaleOut() {
 		return passCtx, func() {}
 	}
 	ctx, cancel := context.WithCancel(passCtx)
@@ -272,6 +300,7 @@ func termContext(passCtx context.Context, t *term) (context.Context, context.Can
 // schedules a follow-up, and starts what waits.
 func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 	s.active--
+	s.rec.GroupPassed(r.name)
 	now := time.Now()
 	s.log.Debug("pass finished", "group", r.name, "error", r.err, "stale", r.stale, "follow_up", r.followUp, "active", s.active)
 	for _, sw := range r.sweeps {
@@ -285,6 +314,12 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 	}
 	if r.deposed && r.term != nil && r.term == s.term {
 		s.endTerm(fmt.Sprintf("group %q: %v", r.name, r.err))
+	}
+	if r.deposed {
+		s.fenceRefused(ctx, r.term, r.err)
+	}
+	if !s.passes(r.name) {
+		s.rec.ReleaseGroup(r.name) // its report is its next owner's
 	}
 	g := s.groups[r.name]
 	if g != nil {
@@ -316,7 +351,14 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 // left it are forgotten, and the others take their new configuration at
 // their next pass.
 func (s *service) setDoc(ctx context.Context, doc *state.Document) {
+	if s.so == nil || s.doc == nil || doc.Lineage != s.doc.Lineage || !sameStack(doc.Stack, s.doc.Stack) ||
+		!reflect.DeepEqual(doc.Ingresses, s.doc.Ingresses) || !reflect.DeepEqual(doc.Enrollments, s.doc.Enrollments) {
+		s.stackGen++
+	}
 	s.doc = doc
+	if s.so != nil && s.so.setObjects(objectsOf(doc)) {
+		s.publishScaleOut()
+	}
 	// The applied provider blocks configure the providers (at their next
 	// use), not the stack files: see operation.Options.KeepProviderConfig.
 	s.runner.SetProviderConfigs(doc.Stack)
@@ -372,7 +414,7 @@ func (s *service) setDoc(ctx context.Context, doc *state.Document) {
 // manages it.
 func (s *service) resubscribe(ctx context.Context, g *groupSched) {
 	var src source
-	if g.spec.managed() {
+	if g.spec.managed() && s.passes(g.name) {
 		src = source{stack: g.spec.stack, group: g.name, provider: g.spec.cfg.Instance.Provider, typ: g.spec.cfg.Instance.Type}
 	}
 	if g.sub != nil && g.sub.source == src {

@@ -269,8 +269,8 @@ func (s *service) observeGroup(ctx context.Context, t *term, gs *groupState, spe
 	if err != nil {
 		return o, false, err
 	}
-	if !full && s.ha == nil {
-		if err := s.takeLease(ctx, t, spec, res, log); err != nil {
+	if !full && s.ha == nil && s.so == nil {
+		if err := s.takeLease(ctx, t, gs, spec, res, log); err != nil {
 			return o, false, ignoreStale(err)
 		}
 		held = true

@@ -219,6 +219,21 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 
+	scaleOut := elected && runner.Backend().ScaleOut
+	if elected {
+		// Modes never mix (scaleout.go): refuse to start beside the other.
+		other := membersDir
+		if scaleOut {
+			other = leaderDir
+		}
+		cctx, cancel := context.WithTimeout(ctx, initialStateWait)
+		err := checkNoOther(cctx, backend.Client(), backend.Prefix(), other)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+
 	rec := status.NewRecorder(status.Options{Version: opts.Version, Identity: opts.Identity, Follower: elected})
 	serving, err := newServing(opts, rec, log)
 	if err != nil {
@@ -243,7 +258,13 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	s := newService(opts, runner, rec, lockFile)
-	if elected {
+	switch {
+	case scaleOut:
+		s.so = newScaleOut(backend, opts.Identity)
+		s.publishScaleOut()
+		log.Info("scale-out: joining the stack's watch processes; each acts on its share of the groups, ingresses and enrollments",
+			"identity", opts.Identity, "backend", runner.Backend().String(), "lease_ttl", backend.LeaseTTL())
+	case elected:
 		s.ha = &ha{
 			backend:  backend,
 			election: election.New(backend.Client(), election.Options{Prefix: backend.Prefix(), TTL: backend.LeaseTTL()}),
@@ -252,7 +273,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		log.Info("campaigning for leadership; following until elected",
 			"identity", opts.Identity, "backend", runner.Backend().String(), "lease_ttl", backend.LeaseTTL())
-	} else {
+	default:
 		s.term = lifelongTerm(newLease(store, s.serials, opts.LockTimeout))
 	}
 	s.run(ctx, doc)
@@ -312,8 +333,10 @@ type service struct {
 	rec     *status.Recorder
 	serials *serials
 	prov    *providers
-	// ha is set with the etcd backend (leader.go).
+	// ha is set with the etcd backend (leader.go), so instead in
+	// scale-out mode (scaleout.go).
 	ha *ha
+	so *scaleOut
 	// acting keeps a group's pass and the syncs of its followers apart
 	// (acting.go).
 	acting acting
@@ -332,12 +355,17 @@ type service struct {
 
 	// Owned by the loop goroutine.
 	//
-	// term is the leadership the loop acts for; nil while it follows.
+	// term is the leadership the loop acts for; nil while it follows
+	// (and in scale-out mode, whose terms are per object: owned.go).
 	// epoch counts the changes of leadership: a group's pass after one
 	// starts with a fresh self-healing memory.
-	term      *term
-	epoch     int
-	doc       *state.Document
+	term  *term
+	epoch int
+	doc   *state.Document
+	// stackGen counts the changes of what the followers are synced
+	// against (the applied stack and what the state says of them): a
+	// sync after one covers all of them.
+	stackGen  int
 	groups    map[string]*groupSched
 	active    int
 	scaling   int // autoscale evaluations in flight
