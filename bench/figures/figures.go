@@ -64,10 +64,10 @@ var Catalogue = []Figure{
 	{"heal_p99_10k", "heal 3 of 10,000 to registered, p99", Seconds, 0.200, "TestBenchWatchStack10k/heal"},
 	{"scale_10_1000", "group scale 10 → 1,000 to LB and NFS at 1,000", Seconds, 1, "TestBenchWalkthroughFollow"},
 	// Issue 20: three scale-out watch processes, 30 groups of 1,000.
-	{"scaleout_pass_share", "scale-out 3 × 30 groups: passes per process, worst off a third", Percent, 20, "TestBenchScaleOut"},
-	{"scaleout_cpu_share", "scale-out 3 × 30 groups: CPU per process, worst off a third", Percent, 20, "TestBenchScaleOut"},
-	{"scaleout_kill_moved_extra", "scale-out: groups a SIGKILL moves beyond the killed one's share", Count, 1, "TestBenchScaleOut"},
-	{"scaleout_kill_reown", "scale-out: SIGKILL until its groups have new owners (TTL 2 s)", Seconds, 3, "TestBenchScaleOut"},
+	{"scaleout_pass_share", "scale-out, 3 watches × 30 groups: group passes per watch, worst off a third", Percent, 20, "TestBenchScaleOut"},
+	{"scaleout_cpu_share", "scale-out, 3 watches × 30 groups: CPU per watch + providers, worst off a third", Percent, 20, "TestBenchScaleOut"},
+	{"scaleout_kill_moved_extra", "scale-out: groups a SIGKILL of a watch moves beyond its share", Count, 1, "TestBenchScaleOut"},
+	{"scaleout_kill_reown", "scale-out: SIGKILL of a watch until its groups have new owners (TTL 2 s)", Seconds, 3, "TestBenchScaleOut"},
 }
 
 // Lookup returns the catalogue's figure named key.
