@@ -69,6 +69,7 @@ func TestScaleOutDocker(t *testing.T) {
 	s.sampler = c.startSoSampler()
 	defer func() { _, _, _, _ = s.sampler.stop() }()
 	c.launchManagers()
+	s.sampler.follow(c)
 
 	s.balanced(c.managers, "each of the 3 managers to own its share of the groups")
 	killed := c.managers[0]
@@ -143,7 +144,7 @@ func (s *soRun) balanced(ms []*haManager, what string) soRound {
 // memberOf is m's member ID as it reports it now.
 func (s *soRun) memberOf(m *haManager) soStatus {
 	s.t.Helper()
-	st := s.c.soStatus(s.c.client, m)
+	st := s.c.soStatus(m)
 	if st.err != nil {
 		s.t.Fatal(st.err)
 	}
@@ -248,6 +249,7 @@ func (s *soRun) restart(m *haManager) {
 	s.c.docker("start", m.name)
 	// Docker may give the container another address on the admin network.
 	m.status = s.c.statusURL(m.name)
+	s.sampler.follow(s.c)
 	s.balanced(s.c.managers, "the restarted manager to take a share back")
 	s.t.Logf("restarted %s: it held a share again after %s", m.host, haMS(time.Since(started)))
 }
@@ -455,7 +457,11 @@ func (s *soRun) finish() {
 	}
 	n := 0
 	for _, rs := range reads {
-		n += len(rs)
+		for _, r := range rs {
+			if r.err == nil {
+				n++
+			}
+		}
 	}
 	t.Logf("sampled the store %d times (the most instances of each group at once: %v) and the managers' claims %d times", samples, peak, n)
 	for g, p := range peak {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -213,6 +214,7 @@ func TestScaleOutHelpers(t *testing.T) {
 		{"overlapping windows", []soStatus{read(x, 0, 5, "g1"), read(x, 10, 15, "g1")}, []soStatus{read(y, 4, 11, "g1")}, 0},
 		{"held across", []soStatus{read(x, 0, 5, "g1"), read(x, 10, 15, "g1")}, []soStatus{read(y, 6, 9, "g1")}, 1},
 		{"released in between", []soStatus{read(x, 0, 5, "g1"), read(x, 6, 7), read(x, 10, 15, "g1")}, []soStatus{read(y, 6, 9, "g1")}, 0},
+		{"dead in between", []soStatus{read(x, 0, 5, "g1"), {m: x, sent: at(6), recv: at(7), err: os.ErrDeadlineExceeded}, read(x, 10, 15, "g1")}, []soStatus{read(y, 8, 9, "g1")}, 0},
 		{"other group", []soStatus{read(x, 0, 5, "g2"), read(x, 10, 15, "g2")}, []soStatus{read(y, 6, 9, "g1")}, 0},
 	} {
 		if got := doubleClaims(map[*haManager][]soStatus{x: c.xs, y: c.ys}); len(got) != c.want {

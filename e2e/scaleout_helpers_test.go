@@ -62,14 +62,20 @@ type soStatus struct {
 	sent, recv time.Time
 }
 
-func (c *haCluster) soStatus(client *http.Client, m *haManager) soStatus {
+// readSoStatus reads m's status at url with client.
+func readSoStatus(client *http.Client, m *haManager, url string) soStatus {
 	s := soStatus{m: m, sent: time.Now()}
-	s.err = getJSON(client, m.status, &s)
+	s.err = getJSON(client, url, &s)
 	s.recv = time.Now()
 	if s.err == nil && s.ScaleOut == nil {
-		s.err = fmt.Errorf("GET %s: no scale_out object", m.status)
+		s.err = fmt.Errorf("GET %s: no scale_out object", url)
 	}
 	return s
+}
+
+// soStatus reads m's status.
+func (c *haCluster) soStatus(m *haManager) soStatus {
+	return readSoStatus(c.client, m, m.status)
 }
 
 // mine is the groups s says this manager owns, sorted.
@@ -109,7 +115,7 @@ func (r soRound) String() string {
 func (c *haCluster) soRound(ms []*haManager) soRound {
 	r := make(soRound, len(ms))
 	for i, m := range ms {
-		r[i] = c.soStatus(c.client, m)
+		r[i] = c.soStatus(m)
 	}
 	return r
 }
@@ -269,7 +275,8 @@ func subset(want, have map[string]string) bool {
 }
 
 // soSampler counts the shared store's instances of each group every 10 ms
-// and reads the claims of the managers every 50 ms, in goroutines it owns.
+// and reads the claims of the managers it follows every 50 ms, in
+// goroutines it owns.
 type soSampler struct {
 	stopOnce sync.Once
 	done     chan struct{}
@@ -280,13 +287,13 @@ type soSampler struct {
 	samples int
 	reads   map[*haManager][]soStatus // every status read, in order
 	err     error
+	// client and urls are whom the claims sampler reads (follow).
+	client *http.Client
+	urls   map[*haManager]string
 }
 
 func (c *haCluster) startSoSampler() *soSampler {
 	s := &soSampler{done: make(chan struct{}), peak: map[string]int{}, reads: map[*haManager][]soStatus{}}
-	// Its own client with a short timeout: a killed manager's address
-	// answers nothing, and the other managers' reads must go on.
-	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: c.client.Transport}
 	dir := c.instanceDir()
 	s.wg.Add(2)
 	go func() {
@@ -307,11 +314,14 @@ func (c *haCluster) startSoSampler() *soSampler {
 	go func() {
 		defer s.wg.Done()
 		s.every(50*time.Millisecond, func() {
-			for _, m := range c.managers {
-				st := c.soStatus(client, m)
-				if st.err != nil {
-					continue
-				}
+			s.mu.Lock()
+			client, urls := s.client, maps.Clone(s.urls)
+			s.mu.Unlock()
+			for m, url := range urls {
+				// Failed reads are kept too: they claim nothing, so a
+				// manager's claims before its death and after its
+				// restart are never taken for one long claim.
+				st := readSoStatus(client, m, url)
 				s.mu.Lock()
 				s.reads[m] = append(s.reads[m], st)
 				s.mu.Unlock()
@@ -319,6 +329,21 @@ func (c *haCluster) startSoSampler() *soSampler {
 		})
 	}()
 	return s
+}
+
+// follow has the claims sampler read the managers' status where c reads
+// it now (after launchManagers, and whenever a manager's address changed).
+func (s *soSampler) follow(c *haCluster) {
+	urls := map[*haManager]string{}
+	for _, m := range c.managers {
+		urls[m] = m.status
+	}
+	// Its own client with a short timeout: a killed manager's address
+	// answers nothing, and the other managers' reads must go on.
+	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: c.client.Transport}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.client, s.urls = client, urls
 }
 
 func (s *soSampler) every(d time.Duration, f func()) {
@@ -383,8 +408,8 @@ func instanceGroup(dir, id string) (string, error) {
 
 // doubleClaims finds the groups two managers claimed at once: manager X
 // read as owning g before and after a read of Y that also says it owns g,
-// and in every read of X in between, so that X held g throughout and both
-// held it at the moment of Y's read. A read's claim holds at some moment
+// and in every read of X in between (a failed read claims nothing), so
+// that X held g throughout and both held it at the moment of Y's read. A read's claim holds at some moment
 // between its sending and its answer, so only reads whose windows are
 // strictly ordered count: a handover between two reads is no overlap.
 func doubleClaims(reads map[*haManager][]soStatus) []string {
