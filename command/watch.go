@@ -189,10 +189,16 @@ Usage: infrakit [global options] watch [options]
   the local state file a second watch on the same state refuses to start.
   With the etcd backend (recorded by "infrakit init") several watch
   processes elect a leader: it alone acts, the others follow, observing
-  and serving read-only status, and one takes over when it fails.
+  and serving read-only status, and one takes over when it fails. With
+  scale_out = true in the etcd backend block they share the work instead:
+  each group, ingress and enrollment is leased to one watch at a time,
+  which alone acts on it, and the share of one that stops moves to the
+  others. A watch refuses to start beside watch processes of the other
+  mode.
 
   Signals: SIGINT or SIGTERM stop after the work in flight (exit 0 within
-  30s; a leader then resigns, so another watch leads at once); a second
+  30s; a leader then resigns, so another watch leads at once, and a
+  scale-out watch hands its share over); a second
   one exits at once. SIGHUP reads the state, the provider
   lock file and the stack files again; stack files reach watch through
   "infrakit apply", and ones that do not load are reported in the log.

@@ -26,6 +26,10 @@
 //   - A process that is frozen (SIGSTOP) cannot notice anything; that is
 //     what the Fence is for: every state write carries Fence.Cmp, which
 //     fails once the key is gone.
+//
+// The renewing and the deadlines are Lease's (GrantLease): a Leadership
+// holds one, and so does each scale-out member (package ownership), whose
+// per-object keys are attached to it.
 package election
 
 import (

@@ -66,3 +66,32 @@ func (s *Session) Release(ctx context.Context, o Object, fence election.Fence) e
 	}
 	return nil
 }
+
+// ErrNotOwned: the object's owner key is gone or belongs to a later
+// owner.
+var ErrNotOwned = errors.New("no longer owned")
+
+// Verify confirms, right before acting on an object, that this session
+// still owns it under fence: that the session stands by this process's
+// clock (when its renewal is overdue it is declared lost now, whatever its
+// monitor has noticed yet: a process that was frozen must not act on
+// belief) and — one round trip — that the owner key still exists with the
+// fence's create revision (ErrNotOwned otherwise). An etcd that cannot be
+// asked is an error too: do not act.
+func (s *Session) Verify(ctx context.Context, fence election.Fence) error {
+	if err := s.Err(); err != nil {
+		return fmt.Errorf("verify %s: %w", fence, err)
+	}
+	if !s.Standing() {
+		s.lease.Lose(election.ErrRenewalOverdue)
+		return fmt.Errorf("verify %s: %w", fence, s.Err())
+	}
+	resp, err := s.client.Get(ctx, fence.Key)
+	if err != nil {
+		return fmt.Errorf("verify %s: %w", fence, err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != fence.Revision {
+		return fmt.Errorf("verify %s: %w", fence, ErrNotOwned)
+	}
+	return nil
+}

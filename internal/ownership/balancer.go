@@ -157,28 +157,7 @@ func (b *Balancer) balance(ctx context.Context) bool {
 		}
 	}
 
-	objects := map[string]Object{}
-	for _, o := range b.objects() {
-		if o.Valid() == nil {
-			objects[o.String()] = o
-		}
-	}
-	names := make([]string, 0, len(objects))
-	for n := range objects {
-		names = append(names, n)
-	}
-	members := make([]string, len(view.Members))
-	for i, m := range view.Members {
-		members[i] = m.ID
-	}
-	current := map[string]string{}
-	for o, ow := range view.Owners {
-		current[o.String()] = ow.Member
-	}
-	for o := range held {
-		current[o.String()] = me // a view read before an acquire does not show it
-	}
-	target := shard.Assign(names, members, current)
+	objects, target := b.assign(view, held)
 
 	ok := true
 	for o, ow := range view.Owners {
@@ -212,6 +191,34 @@ func (b *Balancer) balance(ctx context.Context) bool {
 		}
 	}
 	return ok
+}
+
+// assign is the target owner of every object (by name: its String), as
+// shard.Assign computes it from the view and what this process holds, and
+// the objects by name.
+func (b *Balancer) assign(view View, held map[Object]election.Fence) (objects map[string]Object, target map[string]string) {
+	objects = map[string]Object{}
+	for _, o := range b.objects() {
+		if o.Valid() == nil {
+			objects[o.String()] = o
+		}
+	}
+	names := make([]string, 0, len(objects))
+	for n := range objects {
+		names = append(names, n)
+	}
+	members := make([]string, len(view.Members))
+	for i, m := range view.Members {
+		members[i] = m.ID
+	}
+	current := map[string]string{}
+	for o, ow := range view.Owners {
+		current[o.String()] = ow.Member
+	}
+	for o := range held {
+		current[o.String()] = b.session.id // a view read before an acquire does not show it
+	}
+	return objects, shard.Assign(names, members, current)
 }
 
 func (b *Balancer) acquire(ctx context.Context, o Object) error {

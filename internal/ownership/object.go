@@ -17,6 +17,13 @@
 // objects). Acquire and Release take and give back one object; a View is
 // members and owners read at one revision; a Balancer keeps this process
 // holding its share (package shard decides the shares).
+//
+// A process's life: Join, then NewBalancer(...).Run until stopping or
+// Lost. On SIGTERM cancel Run (it gives every object back, each after its
+// Releasing hook returned) and then Leave at once: a member that no longer
+// balances but has not left still counts in everyone's quotas, and the
+// objects assigned to it wait for it. When the session is lost, Run
+// returns; join again with a new Session.
 package ownership
 
 import (

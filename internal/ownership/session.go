@@ -140,3 +140,15 @@ func (s *Session) Members(ctx context.Context) ([]Member, error) {
 	}
 	return v.Members, nil
 }
+
+// HasMembers reports whether any scale-out member is live under prefix:
+// a leader-mode watch must not act then (the two modes never act at
+// once).
+func HasMembers(ctx context.Context, client *clientv3.Client, prefix string) (bool, error) {
+	key := strings.TrimSuffix(prefix, "/") + membersDir
+	resp, err := client.Get(ctx, key, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return false, fmt.Errorf("ownership %s: read members: %w", prefix, err)
+	}
+	return resp.Count > 0, nil
+}

@@ -8,7 +8,9 @@
 // naming the process), so a second watch on the same state refuses to
 // start and says who runs. With the etcd backend several watch processes
 // share the state instead: they elect a leader, which alone acts, while
-// the others run observe-only passes (leader.go).
+// the others run observe-only passes (leader.go); or, with scale_out in
+// the backend block, each acts on its share of the groups, ingresses and
+// enrollments, leased to it one by one (scaleout.go, owned.go).
 //
 // What it enforces is the state's desired stack: the stack as last applied,
 // with the sizes `group scale` set. Stack files reach it through `apply`.

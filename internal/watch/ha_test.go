@@ -89,9 +89,23 @@ type haCluster struct {
 // i-th records (a proxy in front of etcd, to cut it off).
 func newHACluster(t *testing.T, n, size int, flavor, extra string, endpoint func(i int) string) *haCluster {
 	t.Helper()
-	c := &haCluster{t: t, simDir: filepath.Join(t.TempDir(), "sim"), prefix: "/test/" + t.Name()}
+	prefix := "/test/" + t.Name()
+	return newClusterOf(t, n, prefix, func(i int) string { return haStack(size, flavor, extra, endpoint(i), prefix) })
+}
+
+// newClusterOf makes n directories of the stacks stackOf(i) (each with an
+// etcd backend block under prefix) over one simulator store, recording
+// each one's backend as `init` does; env is added to the providers'
+// environment of directory i.
+func newClusterOf(t *testing.T, n int, prefix string, stackOf func(i int) string, env ...func(i int) []string) *haCluster {
+	t.Helper()
+	c := &haCluster{t: t, simDir: filepath.Join(t.TempDir(), "sim"), prefix: prefix}
 	for i := range n {
-		w := newWorkdir(t, haStack(size, flavor, extra, endpoint(i), c.prefix), "INFRAKIT_SIMULATOR_DIR="+c.simDir)
+		extraEnv := []string{"INFRAKIT_SIMULATOR_DIR=" + c.simDir}
+		for _, e := range env {
+			extraEnv = append(extraEnv, e(i)...)
+		}
+		w := newWorkdir(t, stackOf(i), extraEnv...)
 		st, diags := config.Load(w.dir)
 		if diags.HasErrors() {
 			t.Fatal(diags.Error())

@@ -351,8 +351,11 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 // left it are forgotten, and the others take their new configuration at
 // their next pass.
 func (s *service) setDoc(ctx context.Context, doc *state.Document) {
-	if s.so == nil || s.doc == nil || doc.Lineage != s.doc.Lineage || !sameStack(doc.Stack, s.doc.Stack) ||
-		!reflect.DeepEqual(doc.Ingresses, s.doc.Ingresses) || !reflect.DeepEqual(doc.Enrollments, s.doc.Enrollments) {
+	// A new document is a new stack for the followers, except in
+	// scale-out mode, where the other members' records move the state
+	// all the time: there only what the followers are synced against.
+	if s.doc != doc && (s.so == nil || s.doc == nil || doc.Lineage != s.doc.Lineage || !sameStack(doc.Stack, s.doc.Stack) ||
+		!reflect.DeepEqual(doc.Ingresses, s.doc.Ingresses) || !reflect.DeepEqual(doc.Enrollments, s.doc.Enrollments)) {
 		s.stackGen++
 	}
 	s.doc = doc

@@ -84,15 +84,11 @@ func (s *service) acquire(ctx, passCtx context.Context, a acquiredObj) {
 	if old := so.owned[a.obj]; old != nil {
 		old.cancel()
 	}
-	tctx, cancel := context.WithCancel(a.sess.Context())
-	cl, fence := so.backend.Client(), a.fence
-	t := &term{ctx: tctx, cancel: cancel, lease: a.lease, obj: a.obj, fence: fence,
-		gate: &stepGate{standing: a.sess.Standing, gone: errNotOwner,
-			verify: func(ctx context.Context) error { return verifyFences(ctx, cl, fence) }}}
+	t := ownedTerm(so.backend.Client(), a)
 	so.owned[a.obj] = t
 	s.setHeld()
 	s.rec.LeaseMoved(status.LeaseAcquired)
-	s.log.Named("scale-out").Info("acquired: acting on it now", "object", a.obj.String(), "fence", fence.String())
+	s.log.Named("scale-out").Info("acquired: acting on it now", "object", a.obj.String(), "fence", a.fence.String())
 	if a.obj.Kind != ownership.KindGroup {
 		s.fol.all = true
 		s.wantFollowers(nil)
@@ -108,6 +104,17 @@ func (s *service) acquire(ctx, passCtx context.Context, a acquiredObj) {
 	}
 	s.resubscribe(ctx, g)
 	s.sweep(passCtx, []string{g.name}, true)
+}
+
+// ownedTerm is the term of an object acquired: it ends when the session
+// is lost (or the loop cancels it); its gate refuses each provider call
+// once the session is in doubt, and verifies the fence with etcd.
+func ownedTerm(cl *clientv3.Client, a acquiredObj) *term {
+	ctx, cancel := context.WithCancel(a.sess.Context())
+	fence := a.fence
+	return &term{ctx: ctx, cancel: cancel, lease: a.lease, obj: a.obj, fence: fence,
+		gate: &stepGate{standing: a.sess.Standing, gone: errNotOwner,
+			verify: func(ctx context.Context) error { return verifyFences(ctx, cl, fence) }}}
 }
 
 // release stops acting on r.obj (the Balancer gives it up, or lost it)

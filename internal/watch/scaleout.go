@@ -236,11 +236,7 @@ func (s *service) member(ctx context.Context) {
 // (nil) or the session is lost (its error).
 func (s *service) runSession(sess *ownership.Session) error {
 	so := s.so
-	l := newLease(so.backend, s.serials, s.opts.LockTimeout)
-	l.term, l.writeTimeout = sess.Context(), sess.TTL()
-	l.writeFenced = func(ctx context.Context, doc *state.Document, f election.Fence) error {
-		return so.backend.WriteFenced(ctx, doc, f)
-	}
+	l := sessionLease(so.backend, sess, s.serials, s.opts.LockTimeout)
 	b := ownership.NewBalancer(sess, so.objects, ownership.Hooks{
 		Acquired: func(o ownership.Object, f election.Fence) {
 			so.sendAcquired(acquiredObj{obj: o, fence: f, sess: sess, lease: l})
@@ -274,6 +270,18 @@ func (s *service) runSession(sess *ownership.Session) error {
 	so.mu.Unlock()
 	s.publishScaleOut()
 	return err
+}
+
+// sessionLease is the state lease of one session's passes: the state lock
+// as in the other modes, each write fenced by the lease of the object it
+// is for, network waits ended by the session's loss.
+func sessionLease(backend *stateetcd.Backend, sess *ownership.Session, sr *serials, timeout time.Duration) *lease {
+	l := newLease(backend, sr, timeout)
+	l.term, l.writeTimeout = sess.Context(), sess.TTL()
+	l.writeFenced = func(ctx context.Context, doc *state.Document, f election.Fence) error {
+		return backend.WriteFenced(ctx, doc, f)
+	}
+	return l
 }
 
 // leave ends sess, waiting for etcd at most one lease TTL.

@@ -221,15 +221,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	scaleOut := elected && runner.Backend().ScaleOut
 	if elected {
-		// Modes never mix (scaleout.go): refuse to start beside the other.
-		other := membersDir
-		if scaleOut {
-			other = leaderDir
-		}
-		cctx, cancel := context.WithTimeout(ctx, initialStateWait)
-		err := checkNoOther(cctx, backend.Client(), backend.Prefix(), other)
-		cancel()
-		if err != nil {
+		if err := checkMode(ctx, backend, scaleOut); err != nil {
 			return err
 		}
 	}
@@ -258,24 +250,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	s := newService(opts, runner, rec, lockFile)
-	switch {
-	case scaleOut:
-		s.so = newScaleOut(backend, opts.Identity)
-		s.publishScaleOut()
-		log.Info("scale-out: joining the stack's watch processes; each acts on its share of the groups, ingresses and enrollments",
-			"identity", opts.Identity, "backend", runner.Backend().String(), "lease_ttl", backend.LeaseTTL())
-	case elected:
-		s.ha = &ha{
-			backend:  backend,
-			election: election.New(backend.Client(), election.Options{Prefix: backend.Prefix(), TTL: backend.LeaseTTL()}),
-			identity: opts.Identity,
-			won:      make(chan *term),
-		}
-		log.Info("campaigning for leadership; following until elected",
-			"identity", opts.Identity, "backend", runner.Backend().String(), "lease_ttl", backend.LeaseTTL())
-	default:
-		s.term = lifelongTerm(newLease(store, s.serials, opts.LockTimeout))
-	}
+	s.setMode(backend, scaleOut)
 	s.run(ctx, doc)
 
 	// Stop the providers before the API, so that a scrape during shutdown
@@ -290,6 +265,42 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// checkMode refuses to start beside watch processes of the other mode
+// (scaleout.go): a scale-out watch beside a leader key, a leader-mode one
+// beside scale-out members.
+func checkMode(ctx context.Context, backend *stateetcd.Backend, scaleOut bool) error {
+	other := membersDir
+	if scaleOut {
+		other = leaderDir
+	}
+	cctx, cancel := context.WithTimeout(ctx, initialStateWait)
+	defer cancel()
+	return checkNoOther(cctx, backend.Client(), backend.Prefix(), other)
+}
+
+// setMode makes s a lone watch (backend nil: the local state), a leader
+// election's candidate, or a scale-out member.
+func (s *service) setMode(backend *stateetcd.Backend, scaleOut bool) {
+	switch {
+	case scaleOut:
+		s.so = newScaleOut(backend, s.opts.Identity)
+		s.publishScaleOut()
+		s.log.Info("scale-out: joining the stack's watch processes; each acts on its share of the groups, ingresses and enrollments",
+			"identity", s.opts.Identity, "backend", s.runner.Backend().String(), "lease_ttl", backend.LeaseTTL())
+	case backend != nil:
+		s.ha = &ha{
+			backend:  backend,
+			election: election.New(backend.Client(), election.Options{Prefix: backend.Prefix(), TTL: backend.LeaseTTL()}),
+			identity: s.opts.Identity,
+			won:      make(chan *term),
+		}
+		s.log.Info("campaigning for leadership; following until elected",
+			"identity", s.opts.Identity, "backend", s.runner.Backend().String(), "lease_ttl", backend.LeaseTTL())
+	default:
+		s.term = lifelongTerm(newLease(s.store, s.serials, s.opts.LockTimeout))
+	}
 }
 
 // initialStateWait is how long a watch on etcd waits for the state at

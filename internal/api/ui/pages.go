@@ -112,7 +112,10 @@ type overviewPage struct {
 	Rolling, Braked []status.Group
 	// LoadBalancers are those of the state's ingresses.
 	LoadBalancers []lbRef
-	Events        []status.Event
+	// Members are, in scale-out mode, the watch processes sharing the
+	// stack, with how many objects each owns.
+	Members []memberRef
+	Events  []status.Event
 	// StateErr and EventsErr say why a section could not be read.
 	StateErr, EventsErr string
 }
@@ -123,6 +126,37 @@ type overviewGroup struct {
 	Observed      bool
 	Freed         bool
 	UpdateStopped bool
+	// Elsewhere: in scale-out mode, another watch process owns the group
+	// (Owner names it; "" while nobody does), so this one does not list it.
+	Elsewhere bool
+}
+
+// memberRef is one watch process of a scale-out stack.
+type memberRef struct {
+	status.Member
+	Owns int
+	// Me: the process serving this page.
+	Me bool
+}
+
+// scaleOutView is the overview's share of the scale-out status: the
+// members, and each group's owner by name.
+func scaleOutView(so *status.ScaleOut) (members []memberRef, owners map[string]string) {
+	if so == nil {
+		return nil, nil
+	}
+	owns := map[string]int{}
+	owners = map[string]string{}
+	for _, o := range so.Objects {
+		owns[o.Owner]++
+		if o.Kind == "group" {
+			owners[o.Name] = o.OwnerIdentity
+		}
+	}
+	for _, m := range so.Members {
+		members = append(members, memberRef{Member: m, Owns: owns[m.ID], Me: m.ID == so.Member})
+	}
+	return members, owners
 }
 
 // lbRef is a load balancer of an ingress and the groups routed to it.
@@ -163,6 +197,8 @@ func (s *site) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	var owners map[string]string
+	p.Members, owners = scaleOutView(p.Status.ScaleOut)
 	seen := map[string]bool{}
 	for _, g := range p.Status.Groups {
 		seen[g.Name] = true
@@ -180,7 +216,8 @@ func (s *site) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, sg := range p.State.Groups {
 		if !seen[sg.Group] {
-			og := overviewGroup{Group: status.Group{Name: sg.Group}, Freed: sg.Freed, UpdateStopped: sg.UpdateStopped}
+			og := overviewGroup{Group: status.Group{Name: sg.Group, Owner: owners[sg.Group]}, Freed: sg.Freed, UpdateStopped: sg.UpdateStopped,
+				Elsewhere: p.Status.ScaleOut != nil}
 			if sg.Size != nil {
 				og.Desired = *sg.Size
 			} else {

@@ -29,6 +29,8 @@ const token = "s3cret"
 type recordedAPI struct {
 	t      *testing.T
 	public bool
+	// files replace the recorded answers of some paths.
+	files map[string]string
 	// verb answers the POSTs.
 	verb string
 
@@ -69,6 +71,9 @@ func (a *recordedAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, ok := recorded[r.URL.Path]
+	if f, over := a.files[r.URL.Path]; over {
+		name, ok = f, true
+	}
 	if !ok {
 		w.WriteHeader(http.StatusNotFound)
 		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{
@@ -187,6 +192,39 @@ func TestOverview(t *testing.T) {
 		if r.Header.Get("Accept") != "application/json" {
 			t.Errorf("%s sent Accept %q: the events would stream", r.URL, r.Header.Get("Accept"))
 		}
+	}
+}
+
+// In scale-out mode the overview names each group's owner (a group owned
+// by another watch process is not observed by this one, and says so), and
+// lists the watch processes with what each owns.
+func TestOverviewScaleOut(t *testing.T) {
+	api := &recordedAPI{files: map[string]string{"/v1/status": "status-scaleout.json"}}
+	h := newTestUI(t, api)
+	w := visit(h, "GET", "/", nil, true)
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET / = %d\n%s", w.Code, w.Body)
+	}
+	page := w.Body.String()
+	if got := cell(t, page, "group", "miners", "owner"); got != "vm/20153" {
+		t.Errorf("miners owner = %q, want vm/20153", got)
+	}
+	if got := cell(t, page, "group", "cattle", "owner"); got != "vm2/3112" {
+		t.Errorf("cattle owner = %q, want vm2/3112", got)
+	}
+	if got := cell(t, page, "member", "694d8f1a2b3c4d02", "owns"); got != "1" {
+		t.Errorf("the other member owns %q, want 1", got)
+	}
+	if got := cell(t, page, "member", "694d8f1a2b3c4d01", "owns"); got != "2" {
+		t.Errorf("this member owns %q, want 2", got)
+	}
+	mustContain(t, page, `<h2 id="members-h">Watch processes</h2>`, `observed by its owner, vm2/3112`,
+		`scale-out: owns 2 objects of 4, one of 2 members`, `<span class="badge owner">this one</span>`)
+
+	// Out of scale-out mode: no owner column, no member list.
+	page = visit(newTestUI(t, &recordedAPI{}), "GET", "/", nil, true).Body.String()
+	if strings.Contains(page, `data-field="owner"`) || strings.Contains(page, `id="members"`) {
+		t.Error("owner column or member list outside scale-out mode")
 	}
 }
 

@@ -57,6 +57,22 @@ func TestDocExamples(t *testing.T) {
 		t.Errorf("the /v1/status example in %s differs from testdata/status.json", docPath)
 	}
 
+	// The scale_out example has exactly the served shape.
+	so := jsonBlockAfter(t, doc, "The `scale_out` object")
+	sdec := json.NewDecoder(bytes.NewReader(so))
+	sdec.DisallowUnknownFields()
+	var soDoc ScaleOut
+	if err := sdec.Decode(&soDoc); err != nil {
+		t.Fatalf("scale_out example: %v", err)
+	}
+	var soRaw, soServed map[string]any
+	served, _ := json.Marshal(soDoc.clone())
+	_ = json.Unmarshal(so, &soRaw)
+	_ = json.Unmarshal(served, &soServed)
+	if !reflect.DeepEqual(soRaw, soServed) {
+		t.Errorf("the scale_out example lacks fields the status serves:\n%s\nserved %s", so, served)
+	}
+
 	ex := jsonBlockAfter(t, doc, "### `GET /v1/events`")
 	dec := json.NewDecoder(bytes.NewReader(ex))
 	dec.DisallowUnknownFields()
@@ -80,6 +96,7 @@ func TestDocExamples(t *testing.T) {
 	for _, name := range []string{
 		MetricPassDuration, MetricPasses, MetricLastPass, MetricInstances, MetricGroupDesiredSize,
 		MetricGroupBraked, MetricBrakeEngaged, MetricReplacements, MetricProviderErrors, MetricProviderRestarts, MetricLeader,
+		MetricGroupPasses, MetricLeasesHeld, MetricLeaseMoves, MetricFencedWritesRefused,
 	} {
 		if !strings.Contains(doc, "| `"+name+"` |") {
 			t.Errorf("%s does not list %s in its metrics table", docPath, name)
