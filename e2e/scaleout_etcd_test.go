@@ -167,23 +167,25 @@ func stateWriteOf(e soEvent, groups []string) (string, bool) {
 	return "", false
 }
 
-// TestScaleOutHelpers checks the pure parts of TestScaleOutDocker's
-// verdicts on made-up observations: they must catch what they are for
-// (a Docker run that goes well never shows it).
-func TestScaleOutHelpers(t *testing.T) {
-	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+// The tests below check the pure parts of TestScaleOutDocker's verdicts on
+// made-up observations: they must catch what they are for, which a Docker
+// run that goes well never shows.
+
+func soAt(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+
+func TestScaleOutTenures(t *testing.T) {
 	events := []soEvent{
-		{key: "owners/group/g1", value: "a", rev: 10, created: 10, at: at(1)},
+		{key: "owners/group/g1", value: "a", rev: 10, created: 10, at: soAt(1)},
 		{key: "state/group/g1/h1", value: "{}", rev: 11, created: 11},
-		{key: "owners/group/g1", del: true, value: "a", rev: 20, created: 10, at: at(2)},
+		{key: "owners/group/g1", del: true, value: "a", rev: 20, created: 10, at: soAt(2)},
 		{key: "state/group/g1/h2", value: "{}", rev: 21, created: 21},
-		{key: "owners/group/g1", value: "b", rev: 30, created: 30, at: at(3)},
+		{key: "owners/group/g1", value: "b", rev: 30, created: 30, at: soAt(3)},
 		{key: "owners/group/g1", value: "b", rev: 31, created: 30}, // an update: no new tenure
 		{key: "state/group/g1/h3", value: "{}", rev: 32, created: 32},
 		{key: "state/meta/h4", value: "{}", rev: 33, created: 33},
 	}
 	ts := tenures(events)["g1"]
-	if len(ts) != 2 || ts[0] != (soTenure{member: "a", from: 10, to: 20, fromAt: at(1), toAt: at(2)}) || ts[1].member != "b" || ts[1].to != 0 {
+	if len(ts) != 2 || ts[0] != (soTenure{member: "a", from: 10, to: 20, fromAt: soAt(1), toAt: soAt(2)}) || ts[1].member != "b" || ts[1].to != 0 {
 		t.Fatalf("tenures = %+v", ts)
 	}
 	var owners []string
@@ -196,67 +198,86 @@ func TestScaleOutHelpers(t *testing.T) {
 	if want := []string{"g1@11:a/true", "g1@21:/false", "g1@32:b/true"}; !slices.Equal(owners, want) {
 		t.Errorf("state writes by owner = %v, want %v", owners, want)
 	}
+}
 
-	x, y := &haManager{host: "x"}, &haManager{host: "y"}
-	read := func(m *haManager, from, to int, mine ...string) soStatus {
-		s := soStatus{m: m, sent: at(from), recv: at(to), ScaleOut: &soInfo{}}
-		for _, g := range mine {
-			s.ScaleOut.Objects = append(s.ScaleOut.Objects, soObject{Kind: "group", Name: g, Mine: true})
-		}
-		return s
+// soRead is a status read of m from ms from to ms to, claiming mine.
+func soRead(m *haManager, from, to int, mine ...string) soStatus {
+	s := soStatus{m: m, sent: soAt(from), recv: soAt(to), ScaleOut: &soInfo{Member: m.host}}
+	for _, g := range mine {
+		s.ScaleOut.Objects = append(s.ScaleOut.Objects, soObject{Kind: "group", Name: g, Mine: true})
 	}
+	return s
+}
+
+func TestScaleOutDoubleClaims(t *testing.T) {
+	x, y := &haManager{host: "x"}, &haManager{host: "y"}
+	failed := soStatus{m: x, sent: soAt(6), recv: soAt(7), err: os.ErrDeadlineExceeded}
 	for _, c := range []struct {
 		name   string
 		xs, ys []soStatus
 		want   int
 	}{
-		{"handover between reads", []soStatus{read(x, 0, 5, "g1"), read(x, 10, 15)}, []soStatus{read(y, 20, 25, "g1")}, 0},
-		{"overlapping windows", []soStatus{read(x, 0, 5, "g1"), read(x, 10, 15, "g1")}, []soStatus{read(y, 4, 11, "g1")}, 0},
-		{"held across", []soStatus{read(x, 0, 5, "g1"), read(x, 10, 15, "g1")}, []soStatus{read(y, 6, 9, "g1")}, 1},
-		{"released in between", []soStatus{read(x, 0, 5, "g1"), read(x, 6, 7), read(x, 10, 15, "g1")}, []soStatus{read(y, 6, 9, "g1")}, 0},
-		{"dead in between", []soStatus{read(x, 0, 5, "g1"), {m: x, sent: at(6), recv: at(7), err: os.ErrDeadlineExceeded}, read(x, 10, 15, "g1")}, []soStatus{read(y, 8, 9, "g1")}, 0},
-		{"other group", []soStatus{read(x, 0, 5, "g2"), read(x, 10, 15, "g2")}, []soStatus{read(y, 6, 9, "g1")}, 0},
+		{"handover between reads", []soStatus{soRead(x, 0, 5, "g1"), soRead(x, 10, 15)}, []soStatus{soRead(y, 20, 25, "g1")}, 0},
+		{"overlapping windows", []soStatus{soRead(x, 0, 5, "g1"), soRead(x, 10, 15, "g1")}, []soStatus{soRead(y, 4, 11, "g1")}, 0},
+		{"held across", []soStatus{soRead(x, 0, 5, "g1"), soRead(x, 10, 15, "g1")}, []soStatus{soRead(y, 6, 9, "g1")}, 1},
+		{"released in between", []soStatus{soRead(x, 0, 5, "g1"), soRead(x, 6, 7), soRead(x, 10, 15, "g1")}, []soStatus{soRead(y, 8, 9, "g1")}, 0},
+		{"dead in between", []soStatus{soRead(x, 0, 5, "g1"), failed, soRead(x, 10, 15, "g1")}, []soStatus{soRead(y, 8, 9, "g1")}, 0},
+		{"other group", []soStatus{soRead(x, 0, 5, "g2"), soRead(x, 10, 15, "g2")}, []soStatus{soRead(y, 6, 9, "g1")}, 0},
 	} {
 		if got := doubleClaims(map[*haManager][]soStatus{x: c.xs, y: c.ys}); len(got) != c.want {
 			t.Errorf("%s: doubleClaims = %v, want %d", c.name, got, c.want)
 		}
 	}
+}
 
-	shared := func(mine ...[]string) soRound {
-		var r soRound
-		for i, ms := range mine {
-			s := read(&haManager{host: fmt.Sprint(i)}, 0, 1, ms...)
-			s.ScaleOut.Member = fmt.Sprint(i)
-			r = append(r, s)
+// soShared is the round of managers each claiming its groups of shares,
+// every view naming every group's owner.
+func soShared(shares ...[]string) soRound {
+	owner := map[string]string{}
+	for i, gs := range shares {
+		for _, g := range gs {
+			owner[g] = fmt.Sprint(i)
 		}
-		for i := range r {
-			r[i].ScaleOut.Members = make([]struct {
-				ID       string `json:"id"`
-				Identity string `json:"identity"`
-			}, len(r))
-			for j := range r {
-				for _, g := range mine[j] {
-					if i != j {
-						r[i].ScaleOut.Objects = append(r[i].ScaleOut.Objects, soObject{Kind: "group", Name: g, Owner: fmt.Sprint(j)})
-					} else {
-						k := slices.IndexFunc(r[i].ScaleOut.Objects, func(o soObject) bool { return o.Name == g })
-						r[i].ScaleOut.Objects[k].Owner = fmt.Sprint(i)
-					}
-				}
+	}
+	var r soRound
+	for i, gs := range shares {
+		s := soRead(&haManager{host: fmt.Sprint(i)}, 0, 1, gs...)
+		s.ScaleOut.Members = make([]struct {
+			ID       string `json:"id"`
+			Identity string `json:"identity"`
+		}, len(shares))
+		for _, g := range soGroups {
+			if !slices.Contains(gs, g) {
+				s.ScaleOut.Objects = append(s.ScaleOut.Objects, soObject{Kind: "group", Name: g})
 			}
 		}
-		return r
+		for k := range s.ScaleOut.Objects {
+			s.ScaleOut.Objects[k].Owner = owner[s.ScaleOut.Objects[k].Name]
+		}
+		r = append(r, s)
 	}
-	if r := shared([]string{"g1", "g2", "g3"}, []string{"g4", "g5", "g6"}, []string{"g7", "g8", "g9"}); !soBalanced(r, soGroups) {
-		t.Errorf("3/3/3 is not balanced: %s", r)
-	}
-	if r := shared([]string{"g1", "g2", "g3", "g4", "g5"}, []string{"g6"}, []string{"g7", "g8", "g9"}); soBalanced(r, soGroups) {
-		t.Errorf("5/1/3 is balanced: %s", r)
-	}
-	if r := shared([]string{"g1", "g2", "g3"}, []string{"g3", "g5", "g6"}, []string{"g7", "g8", "g9"}); soBalanced(r, soGroups) {
-		t.Errorf("g3 owned twice is balanced: %s", r)
-	}
+	return r
+}
 
+func TestScaleOutBalanced(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		shares [][]string
+		want   bool
+	}{
+		{"3/3/3", [][]string{{"g1", "g2", "g3"}, {"g4", "g5", "g6"}, {"g7", "g8", "g9"}}, true},
+		{"4/3/2", [][]string{{"g1", "g2", "g3", "g4"}, {"g5", "g6", "g7"}, {"g8", "g9"}}, true},
+		{"5/1/3", [][]string{{"g1", "g2", "g3", "g4", "g5"}, {"g6"}, {"g7", "g8", "g9"}}, false},
+		{"g3 owned twice", [][]string{{"g1", "g2", "g3"}, {"g3", "g5", "g6"}, {"g7", "g8", "g9"}}, false},
+		{"g9 unowned", [][]string{{"g1", "g2", "g3"}, {"g4", "g5", "g6"}, {"g7", "g8"}}, false},
+	} {
+		if got := soBalanced(soShared(c.shares...), soGroups); got != c.want {
+			t.Errorf("%s: soBalanced = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestScaleOutPromText(t *testing.T) {
 	p := promText("# HELP x\ninfrakit_group_passes_total{group=\"g1\"} 3\ninfrakit_group_passes_total{group=\"g2\"} 4\n" +
 		"infrakit_fenced_writes_refused_total 2\ninfrakit_fenced_writes_refused_totalx 9\n")
 	if v, ok := p.sum("infrakit_fenced_writes_refused_total", nil); !ok || v != 2 {
