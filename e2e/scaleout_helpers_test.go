@@ -439,8 +439,8 @@ func doubleClaims(reads map[*haManager][]soStatus) []string {
 						held = owns[i][g]
 					}
 					if held {
-						out = append(out, fmt.Sprintf("%s owned %s before and after %s said it owned it (read at %s)",
-							x.host, g, y.host, yr.recv.Format("15:04:05.000")))
+						out = append(out, fmt.Sprintf("%s said it owned %s in reads answered at %s and sent at %s; %s said so in between, in a read sent at %s and answered at %s",
+							x.host, g, clock(xs[first].recv), clock(xs[last].sent), y.host, clock(yr.sent), clock(yr.recv)))
 					}
 				}
 			}
@@ -449,3 +449,5 @@ func doubleClaims(reads map[*haManager][]soStatus) []string {
 	slices.Sort(out)
 	return out
 }
+
+func clock(t time.Time) string { return t.Format("15:04:05.000") }
