@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/infrakit/infrakit/internal/election"
-	"github.com/infrakit/infrakit/internal/shard"
 )
 
 // Hooks are how a Balancer tells its caller what this process owns. They
-// are called from Run's goroutine, one at a time.
+// are called from Run's goroutine, one at a time (a hook that blocks holds
+// up the balancing); they may call the Balancer's Held, Fence and View.
 type Hooks struct {
 	// Acquired: the process owns the object now; fence every state write
 	// made for it with the fence.
@@ -146,79 +146,27 @@ func (b *Balancer) balance(ctx context.Context) bool {
 	if view.Revision == 0 {
 		return true // nothing read yet
 	}
-	me := b.session.id
-
-	// Held objects whose key is gone, or is another's, from a view read
-	// after they were acquired: they were lost underneath (deleted).
-	for o, f := range held {
-		if ow, ok := view.Owners[o]; view.Revision >= f.Revision && (!ok || ow.Fence != f) {
-			b.drop(o)
-			delete(held, o)
-		}
+	p := decide(view, held, b.objects(), b.session.id)
+	for _, o := range p.lost {
+		b.drop(o)
 	}
-
-	objects, target := b.assign(view, held)
-
 	ok := true
-	for o, ow := range view.Owners {
-		if _, mine := held[o]; ow.Member == me && !mine {
-			// A key of this session it no longer holds (a release whose
-			// delete failed, or was read before it landed): delete it, or
-			// nobody could take the object until the session ends.
-			if err := b.session.Release(ctx, o, ow.Fence); err != nil {
-				ok = false
-			}
-		}
-	}
-	for o, f := range held {
-		if target[o.String()] == me {
-			continue
-		}
-		if err := b.release(ctx, o, f); err != nil {
+	for _, ow := range p.stray {
+		if err := b.session.Release(ctx, ow.object, ow.Fence); err != nil {
 			ok = false
 		}
 	}
-	for name, owner := range target {
-		o := objects[name]
-		if _, mine := held[o]; owner != me || mine {
-			continue
+	for _, o := range p.release {
+		if err := b.release(ctx, o, held[o]); err != nil {
+			ok = false
 		}
-		if _, taken := view.Owners[o]; taken {
-			continue // its owner releases it, or its key expires: a change
-		}
+	}
+	for _, o := range p.acquire {
 		if err := b.acquire(ctx, o); err != nil && !errors.Is(err, ErrOwned) {
 			ok = false
 		}
 	}
 	return ok
-}
-
-// assign is the target owner of every object (by name: its String), as
-// shard.Assign computes it from the view and what this process holds, and
-// the objects by name.
-func (b *Balancer) assign(view View, held map[Object]election.Fence) (objects map[string]Object, target map[string]string) {
-	objects = map[string]Object{}
-	for _, o := range b.objects() {
-		if o.Valid() == nil {
-			objects[o.String()] = o
-		}
-	}
-	names := make([]string, 0, len(objects))
-	for n := range objects {
-		names = append(names, n)
-	}
-	members := make([]string, len(view.Members))
-	for i, m := range view.Members {
-		members[i] = m.ID
-	}
-	current := map[string]string{}
-	for o, ow := range view.Owners {
-		current[o.String()] = ow.Member
-	}
-	for o := range held {
-		current[o.String()] = b.session.id // a view read before an acquire does not show it
-	}
-	return objects, shard.Assign(names, members, current)
 }
 
 func (b *Balancer) acquire(ctx context.Context, o Object) error {

@@ -24,13 +24,14 @@ type Owner struct {
 }
 
 // View is the members and the owners of a stack, read at one revision.
+// (It is no JSON document: /v1/status shows its own shape of it.)
 type View struct {
 	// Revision is the etcd revision the view was read at.
-	Revision int64 `json:"revision"`
+	Revision int64
 	// Members are the live members, sorted by ID.
-	Members []Member `json:"members"`
+	Members []Member
 	// Owners are the owner keys that exist, by object.
-	Owners map[Object]Owner `json:"owners"`
+	Owners map[Object]Owner
 }
 
 // Member returns the member of id, if it is live.

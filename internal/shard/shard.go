@@ -6,8 +6,9 @@
 // The rule, in order:
 //   - Quotas: with n objects and m members, every member may hold
 //     floor(n/m) objects, and n mod m of them one more. Those "ceil"
-//     quotas go to the members that hold most now (ties: the smaller
-//     member name), so that a balanced assignment keeps its shape.
+//     quotas go first to the members that hold more than floor(n/m) now,
+//     so that a balanced assignment keeps its shape, then to the others;
+//     by member name within each (see quotas for why not by load).
 //   - Sticky: an object whose current owner is a member stays with it,
 //     unless the owner holds more than its quota; an over-quota owner keeps
 //     the objects that rank highest for it by rendezvous score and sheds the
@@ -88,16 +89,30 @@ func Assign(objects []string, members []string, current map[string]string) map[s
 }
 
 // quotas is how many of n objects each member may hold: n/m each, and one
-// more for the n%m members that hold most now (ties: smaller name first).
+// more for n%m of them — first the members that hold more than n/m now,
+// then the others, each kind in name order (mems is sorted).
+//
+// Beyond that one distinction the ranking ignores loads, because loads
+// change while the members act concurrently, each from its own view: as
+// members shed down to their quotas or fill up to them, a ranking by load
+// could move the extra quota from one member to another that had already
+// shed or filled to its own, which would then move one more object. A
+// member holding more than n/m stays so while it sheds only if it keeps
+// the extra quota, and a member reaches n/m+1 only with it.
 func quotas(n int, mems []string, held map[string][]string) map[string]int {
 	m := len(mems)
+	floor := n / m
+	above := func(mem string) int {
+		if len(held[mem]) > floor {
+			return 1
+		}
+		return 0
+	}
 	byLoad := slices.Clone(mems)
-	slices.SortStableFunc(byLoad, func(a, b string) int {
-		return cmp.Compare(len(held[b]), len(held[a])) // mems is sorted: ties keep name order
-	})
+	slices.SortStableFunc(byLoad, func(a, b string) int { return cmp.Compare(above(b), above(a)) })
 	q := make(map[string]int, m)
 	for i, mem := range byLoad {
-		q[mem] = n / m
+		q[mem] = floor
 		if i < n%m {
 			q[mem]++
 		}

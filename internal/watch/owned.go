@@ -29,6 +29,14 @@ func groupObject(name string) ownership.Object {
 	return ownership.Object{Kind: ownership.KindGroup, Name: name}
 }
 
+// groupName is o's name when it is a group ("" otherwise), for events.
+func groupName(o ownership.Object) string {
+	if o.Kind == ownership.KindGroup {
+		return o.Name
+	}
+	return ""
+}
+
 func followerObject(fl follower) ownership.Object {
 	return ownership.Object{Kind: fl.kind, Name: fl.name}
 }
@@ -89,6 +97,7 @@ func (s *service) acquire(ctx, passCtx context.Context, a acquiredObj) {
 	s.setHeld()
 	s.rec.LeaseMoved(status.LeaseAcquired)
 	s.log.Named("scale-out").Info("acquired: acting on it now", "object", a.obj.String(), "fence", a.fence.String())
+	s.rec.Event(status.Event{Kind: status.EventLease, Group: groupName(a.obj), Message: "acquired " + a.obj.Kind + " " + a.obj.Name})
 	if a.obj.Kind != ownership.KindGroup {
 		s.fol.all = true
 		s.wantFollowers(nil)
@@ -120,7 +129,11 @@ func ownedTerm(cl *clientv3.Client, a acquiredObj) *term {
 // release stops acting on r.obj (the Balancer gives it up, or lost it)
 // and closes r.done once nothing acts on it any more.
 func (s *service) release(ctx context.Context, r releaseReq) {
-	s.disown(ctx, r.obj, "released")
+	why := "handed over to another member"
+	if t := s.so.owned[r.obj]; t != nil && t.ctx.Err() != nil {
+		why = "the session was lost" // the Balancer says so after the fact
+	}
+	s.disown(ctx, r.obj, why)
 	if s.busy(r.obj) {
 		s.so.waiters[r.obj] = append(s.so.waiters[r.obj], r.done)
 		return
@@ -142,6 +155,7 @@ func (s *service) disown(ctx context.Context, o ownership.Object, why string) {
 	s.setHeld()
 	s.rec.LeaseMoved(status.LeaseReleased)
 	s.log.Named("scale-out").Info("stopped acting on it", "object", o.String(), "reason", why)
+	s.rec.Event(status.Event{Kind: status.EventLease, Group: groupName(o), Message: "released " + o.Kind + " " + o.Name + ": " + why})
 	if o.Kind != ownership.KindGroup {
 		return
 	}
@@ -283,17 +297,31 @@ func (t *term) acquireLease(ctx context.Context, gs *groupState, spec groupSpec)
 		return t.lease.acquire(ctx, spec.lineage, spec.serial)
 	}
 	recorded := gs.recorded
-	return t.acquireVerified(ctx, func(doc *state.Document) bool {
-		if doc.Lineage != spec.lineage || !sameStack(doc.Stack, spec.doc.Stack) {
-			return true
-		}
-		var have []state.Instance
-		freed, stopped := false, false
-		if st := doc.Groups[spec.cfg.Name]; st != nil {
-			have, freed, stopped = st.Instances, st.Freed || st.Destroying, st.UpdateStopped
-		}
-		return freed != spec.freed || stopped != spec.updateStopped || !slices.Equal(have, recorded)
-	})
+	return t.acquireVerified(ctx, func(doc *state.Document) bool { return groupStale(spec, recorded, doc) })
+}
+
+// groupStale is the scale-out staleness of a pass that read spec and
+// believes the group's record is recorded: the state doc holds another
+// lineage, another desired stack, or another record of the group (its
+// members, or its freed and stop-update marks). Records of other groups
+// do not count: the other members write theirs all the time.
+func groupStale(spec groupSpec, recorded []state.Instance, doc *state.Document) bool {
+	if doc.Lineage != spec.lineage || !sameStack(doc.Stack, spec.doc.Stack) {
+		return true
+	}
+	var have []state.Instance
+	freed, stopped := false, false
+	if st := doc.Groups[spec.cfg.Name]; st != nil {
+		have, freed, stopped = st.Instances, st.Freed || st.Destroying, st.UpdateStopped
+	}
+	return freed != spec.freed || stopped != spec.updateStopped || !slices.Equal(have, recorded)
+}
+
+// followersStale is the scale-out staleness of a sync planned from doc:
+// now holds another lineage, stack, or record of ingresses or enrollments.
+func followersStale(doc, now *state.Document) bool {
+	return now.Lineage != doc.Lineage || !sameStack(now.Stack, doc.Stack) ||
+		!reflect.DeepEqual(now.Ingresses, doc.Ingresses) || !reflect.DeepEqual(now.Enrollments, doc.Enrollments)
 }
 
 // acquireSync joins the state lease for a sync that planned from doc:
@@ -303,10 +331,7 @@ func (t *term) acquireSync(ctx context.Context, doc *state.Document) error {
 	if !t.scaleOut() {
 		return t.lease.acquire(ctx, doc.Lineage, doc.Serial)
 	}
-	return t.acquireVerified(ctx, func(now *state.Document) bool {
-		return now.Lineage != doc.Lineage || !sameStack(now.Stack, doc.Stack) ||
-			!reflect.DeepEqual(now.Ingresses, doc.Ingresses) || !reflect.DeepEqual(now.Enrollments, doc.Enrollments)
-	})
+	return t.acquireVerified(ctx, func(now *state.Document) bool { return followersStale(doc, now) })
 }
 
 // acquireSize joins the state lease for an autoscale size change: in

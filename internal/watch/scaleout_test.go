@@ -30,8 +30,9 @@ import (
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
 
-// soStack is a stack of groups g1..gN of size cattle each (vanilla flavor:
-// always healthy) with the etcd backend, scale_out as given.
+// soStack is a stack of groups g1..gN of size cattle each (the simulator's
+// flavor: health from the instance file, no grace) with the etcd backend,
+// scale_out as given.
 func soStack(groups, size int, endpoint, prefix string, scaleOut bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `stack "test" {
@@ -55,11 +56,14 @@ group "g%d" {
     type     = "compute"
   }
   flavor {
-    provider   = vanilla
-    properties = { init = ["echo g%d"] }
+    provider = simulator
+    type     = "simulator"
+  }
+  health {
+    grace = "0s"
   }
 }
-`, i, size, i)
+`, i, size)
 	}
 	return b.String()
 }
@@ -277,6 +281,10 @@ func TestScaleOutShares(t *testing.T) {
 	// (bounded load: 3 each).
 	moved := mine[2]
 	c.stopWatch(2)
+	// One of them turns unhealthy as it moves: its new owner judges no
+	// health for one interval after it acquired it.
+	sick := c.groupInstances()[moved[1]][0]
+	setHealthIn(t, filepath.Join(c.simDir, "instances", "compute", sick+".json"), "unhealthy")
 	now := c.shared("the other two own three each", groups, func(i int) int { return 3 })
 	for _, g := range moved {
 		if !slices.Contains(now[0], g) && !slices.Contains(now[1], g) {
@@ -293,6 +301,32 @@ func TestScaleOutShares(t *testing.T) {
 		return len(ids) == size && !slices.Contains(ids, gone)
 	})
 	testwait.For(t, 30*time.Second, "every group converged", func() bool { return c.converged(groups, size) })
+
+	testwait.For(t, 30*time.Second, "the unhealthy instance of the moved group replaced", func() bool {
+		ids := c.groupInstances()[moved[1]]
+		return len(ids) == size && !slices.Contains(ids, sick)
+	})
+	owner := 0
+	if slices.Contains(now[1], moved[1]) {
+		owner = 1
+	}
+	var acquiredAt, replacedAt time.Time
+	for _, e := range c.ws[owner].events() {
+		switch {
+		case e.Kind == status.EventLease && e.Message == "acquired group "+moved[1]:
+			acquiredAt = e.Time
+		case e.Kind == status.EventReplaced && string(e.Instance) == sick:
+			replacedAt = e.Time
+		}
+	}
+	if acquiredAt.IsZero() || replacedAt.IsZero() {
+		t.Fatalf("no lease event of %s or no replaced event of %s at its owner", moved[1], sick)
+	}
+	t.Logf("%s moved; its unhealthy %s replaced %s after its new owner acquired it", moved[1], sick, replacedAt.Sub(acquiredAt))
+	if replacedAt.Sub(acquiredAt) < time.Second {
+		t.Errorf("the new owner replaced an unhealthy instance %s after it acquired the group: within its quiet period (1s)",
+			replacedAt.Sub(acquiredAt))
+	}
 	for i := range 2 {
 		if held := metricValue(t, c.ws[i], status.MetricLeasesHeld); held != 3 {
 			t.Errorf("watch %d: %s = %v, want 3", i, status.MetricLeasesHeld, held)

@@ -104,7 +104,7 @@ func TestDocExamples(t *testing.T) {
 	}
 	for _, k := range []EventKind{EventCreated, EventDestroyed, EventReplaced, EventDrained, EventBrake,
 		EventBrakeReleased, EventRateLimited, EventRollStarted, EventRollStopped, EventRollDone,
-		EventProviderRestart, EventError, EventReload, EventLeader} {
+		EventProviderRestart, EventError, EventReload, EventLeader, EventLease} {
 		if !strings.Contains(doc, "`"+string(k)+"`") {
 			t.Errorf("%s does not list the event kind %s", docPath, k)
 		}

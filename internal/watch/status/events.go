@@ -48,6 +48,9 @@ const (
 	EventReload EventKind = "reload"
 	// EventLeader: this process gained or lost leadership.
 	EventLeader EventKind = "leader"
+	// EventLease: in scale-out mode this process acquired or released a
+	// group, ingress or enrollment (Group is set for a group).
+	EventLease EventKind = "lease"
 )
 
 // Event is one recent action of watch, as GET /v1/events shows it. Fields

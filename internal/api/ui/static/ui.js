@@ -13,7 +13,7 @@
     "created", "destroyed", "replaced", "drained", "brake", "brake-released",
     "rate-limited", "vanished", "unhealthy", "expectation-expired",
     "roll-started", "roll-stopped", "roll-done", "provider-restart", "error",
-    "reload", "synced", "leader"
+    "reload", "synced", "leader", "lease", "autoscale"
   ];
   var MAX_EVENTS = 200;
   var TOKEN_KEY = "infrakit.token";
