@@ -469,13 +469,42 @@ func (s *soRun) finish() {
 			t.Errorf("group %s had %d instances at one point, more than its size %d: two managers acted on it", g, p, soDesired)
 		}
 	}
-	for _, d := range doubleClaims(reads) {
-		t.Errorf("two managers owned a group at once: %s", d)
+	if doubles := doubleClaims(reads); len(doubles) > 0 {
+		for _, d := range doubles {
+			t.Errorf("two managers owned a group at once: %s", d)
+		}
+		s.logTenures(reads)
 	}
 	if counts := s.c.groupCounts(); !soAtSize(counts) {
 		t.Errorf("at the end the simulator holds %v instances by group, want %d of each", counts, soDesired)
 	}
 	if _, err := s.hist.snapshot(); err != nil {
 		t.Errorf("watching etcd: %v", err)
+	}
+}
+
+// logTenures logs who owned each group when, as etcd's history arrived at
+// the test, naming each member's manager.
+func (s *soRun) logTenures(reads map[*haManager][]soStatus) {
+	hosts := map[string]string{}
+	for m, rs := range reads {
+		for _, r := range rs {
+			if r.err == nil {
+				hosts[r.ScaleOut.Member] = m.host
+			}
+		}
+	}
+	events, _ := s.hist.snapshot()
+	ts := tenures(events)
+	for _, g := range soGroups {
+		var each []string
+		for _, tn := range ts[g] {
+			to := "now"
+			if !tn.toAt.IsZero() {
+				to = clock(tn.toAt)
+			}
+			each = append(each, fmt.Sprintf("%s (%s) %s–%s", tn.member, hosts[tn.member], clock(tn.fromAt), to))
+		}
+		s.t.Logf("owners of %s in etcd: %s", g, strings.Join(each, "; "))
 	}
 }
