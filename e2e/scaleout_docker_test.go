@@ -63,8 +63,8 @@ func TestScaleOutDocker(t *testing.T) {
 	}
 	etcd := c.soEtcdClient()
 	s := &soRun{c: c, t: t, etcd: etcd}
-	s.start = currentRevision(t, etcd) + 1
-	s.hist = watchHistory(etcd, soPrefix, s.start)
+	// The history starts after apply: every write in it is the managers'.
+	s.hist = watchHistory(etcd, soPrefix, currentRevision(t, etcd)+1)
 	defer s.hist.stop()
 	s.sampler = c.startSoSampler()
 	defer func() { _, _, _, _ = s.sampler.stop() }()
@@ -85,7 +85,6 @@ type soRun struct {
 	c       *haCluster
 	t       *testing.T
 	etcd    *clientv3.Client
-	start   int64 // the first revision of the history, after apply
 	hist    *soHistory
 	sampler *soSampler
 }
