@@ -317,15 +317,23 @@ func (c *haCluster) startSoSampler() *soSampler {
 			s.mu.Lock()
 			client, urls := s.client, maps.Clone(s.urls)
 			s.mu.Unlock()
+			// The managers are read at once, so that a slow one (a
+			// killed one answers nothing) delays no other's reads.
+			var wg sync.WaitGroup
 			for m, url := range urls {
-				// Failed reads are kept too: they claim nothing, so a
-				// manager's claims before its death and after its
-				// restart are never taken for one long claim.
-				st := readSoStatus(client, m, url)
-				s.mu.Lock()
-				s.reads[m] = append(s.reads[m], st)
-				s.mu.Unlock()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					// Failed reads are kept too: they claim nothing, so a
+					// manager's claims before its death and after its
+					// restart are never taken for one long claim.
+					st := readSoStatus(client, m, url)
+					s.mu.Lock()
+					s.reads[m] = append(s.reads[m], st)
+					s.mu.Unlock()
+				}()
 			}
+			wg.Wait()
 		})
 	}()
 	return s
@@ -338,11 +346,18 @@ func (s *soSampler) follow(c *haCluster) {
 	for _, m := range c.managers {
 		urls[m] = m.status
 	}
-	// Its own client with a short timeout: a killed manager's address
-	// answers nothing, and the other managers' reads must go on.
-	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: c.client.Transport}
+	// Its own client with a short timeout (a killed manager's address
+	// answers nothing, and the other managers' reads must go on) that
+	// keeps its connections (a TLS handshake a read would read less
+	// often); stop closes them.
+	tr := c.client.Transport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = false
+	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: tr}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.client != nil {
+		s.client.CloseIdleConnections()
+	}
 	s.client, s.urls = client, urls
 }
 
@@ -367,6 +382,9 @@ func (s *soSampler) stop() (peak map[string]int, samples int, reads map[*haManag
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.client != nil {
+		s.client.CloseIdleConnections()
+	}
 	return maps.Clone(s.peak), s.samples, s.reads, s.err
 }
 
