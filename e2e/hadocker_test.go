@@ -243,6 +243,7 @@ type haCluster struct {
 	etcdImage, mgrImage  string
 	etcdName             string
 	simDir               string // host side of /sim
+	stack                string // the main.hcl each manager's /stack holds
 	user                 string // uid:gid the containers run as
 	managers             []*haManager
 	client               *http.Client
@@ -273,6 +274,7 @@ func newHACluster(t *testing.T) *haCluster {
 		mgrImage:   "infrakit-e2e-ha-manager:" + id,
 		etcdName:   id + "-etcd",
 		simDir:     t.TempDir(),
+		stack:      filepath.Join("..", "testdata", "ha", "stack", "main.hcl"),
 		user:       fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()),
 		// No keep-alive: no idle connection outlives the test (goleak).
 		client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
@@ -435,7 +437,7 @@ func (c *haCluster) managerArgs(workdir string) []string {
 	}
 }
 
-// initManagers gives each manager its working directory holding the stack
+// initManagers gives each manager its working directory holding c.stack
 // and runs `infrakit init` there, in a container on the cluster network:
 // it installs the simulator from beside the infrakit binary and records
 // the etcd backend.
@@ -443,7 +445,7 @@ func (c *haCluster) initManagers() {
 	c.t.Helper()
 	for i, name := range c.managerNames() {
 		wd := c.t.TempDir()
-		copyFile(c.t, filepath.Join("..", "testdata", "ha", "stack", "main.hcl"), filepath.Join(wd, "main.hcl"))
+		copyFile(c.t, c.stack, filepath.Join(wd, "main.hcl"))
 		args := append([]string{"run", "--rm"}, c.managerArgs(wd)...)
 		c.docker(append(args, c.mgrImage, "init")...)
 		if _, err := os.Stat(filepath.Join(wd, ".infrakit", "backend.json")); err != nil {
@@ -466,6 +468,22 @@ func (c *haCluster) apply() {
 // attached to both networks, and waits until each serves its status.
 func (c *haCluster) startManagers() {
 	c.t.Helper()
+	c.launchManagers()
+	c.waitRounds("every manager to serve /v1/status", nil, func(r haRound) bool {
+		for _, s := range r {
+			if s.err != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// launchManagers starts `infrakit watch` in each manager's container,
+// attached to both networks, and learns each one's status URL on the
+// admin network; it does not wait for them to serve.
+func (c *haCluster) launchManagers() {
+	c.t.Helper()
 	// Listening on the admin network, not loopback, needs TLS. Reads are
 	// public: the test reads every manager's status, each with its own
 	// token.
@@ -479,20 +497,25 @@ func (c *haCluster) startManagers() {
 			"-tls-cert", "/stack/tls.crt", "-tls-key", "/stack/tls.key", "-public-read")...)
 		c.docker("network", "connect", c.adminNet, m.name)
 		c.docker("start", m.name)
-		ip := c.docker("inspect", "-f", fmt.Sprintf(`{{with index .NetworkSettings.Networks %q}}{{.IPAddress}}{{end}}`, c.adminNet), m.name)
-		if net.ParseIP(ip) == nil {
-			c.t.Fatalf("container %s has no address on %s: %q", m.name, c.adminNet, ip)
-		}
-		m.status = "https://" + net.JoinHostPort(ip, strconv.Itoa(haStatusPort)) + "/v1/status"
+		m.status = c.statusURL(m.name)
 	}
-	c.waitRounds("every manager to serve /v1/status", nil, func(r haRound) bool {
-		for _, s := range r {
-			if s.err != nil {
-				return false
-			}
-		}
-		return true
-	})
+}
+
+// statusURL is the /v1/status of the manager container on the admin
+// network.
+func (c *haCluster) statusURL(container string) string {
+	c.t.Helper()
+	return "https://" + net.JoinHostPort(c.addressOn(c.adminNet, container), strconv.Itoa(haStatusPort)) + "/v1/status"
+}
+
+// addressOn is the IP address of container on the Docker network.
+func (c *haCluster) addressOn(network, container string) string {
+	c.t.Helper()
+	ip := c.docker("inspect", "-f", fmt.Sprintf(`{{with index .NetworkSettings.Networks %q}}{{.IPAddress}}{{end}}`, network), container)
+	if net.ParseIP(ip) == nil {
+		c.t.Fatalf("container %s has no address on %s: %q", container, network, ip)
+	}
+	return ip
 }
 
 // haStatus is the part of GET /v1/status the test reads (website/watch.md).
@@ -544,20 +567,24 @@ func (c *haCluster) round() haRound {
 
 func (c *haCluster) status(m *haManager) haStatus {
 	s := haStatus{m: m}
-	resp, err := c.client.Get(m.status)
+	s.err = getJSON(c.client, m.status, &s)
+	return s
+}
+
+// getJSON decodes the JSON answer to GET url into v.
+func getJSON(client *http.Client, url string, v any) error {
+	resp, err := client.Get(url)
 	if err != nil {
-		s.err = err
-		return s
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		s.err = fmt.Errorf("GET %s: %s", m.status, resp.Status)
-		return s
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		s.err = fmt.Errorf("GET %s: %w", m.status, err)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
 	}
-	return s
+	return nil
 }
 
 // waitRounds reads every manager's status every 50 ms until done says the

@@ -21,7 +21,7 @@ type Unit string
 
 const (
 	Seconds Unit = "s"     // wall time, stored in seconds
-	Percent Unit = "%"     // percent of one core
+	Percent Unit = "%"     // percent of one core, or of an even share
 	MiB     Unit = "MiB"   // memory, stored in MiB
 	Count   Unit = "count" // goroutines, file descriptors, threads
 	Ratio   Unit = "ratio" // a dimensionless ratio
@@ -43,7 +43,7 @@ func (f Figure) HasTarget() bool { return !math.IsNaN(f.Target) }
 
 var none = math.NaN()
 
-// Catalogue is every figure of issue 19 in table order.
+// Catalogue is every figure of issues 19 and 20 in table order.
 var Catalogue = []Figure{
 	{"apply_1k_stack", "apply 1,000 (3 groups, ingress, enrollment)", Seconds, none, "TestBenchApply"},
 	{"apply_10k_stack", "apply 10,000 (3 groups, ingress, enrollment)", Seconds, 1, "TestBenchApply"},
@@ -63,6 +63,11 @@ var Catalogue = []Figure{
 	{"heal_p50_10k", "heal 3 of 10,000 to registered, p50", Seconds, 0.050, "TestBenchWatchStack10k/heal"},
 	{"heal_p99_10k", "heal 3 of 10,000 to registered, p99", Seconds, 0.200, "TestBenchWatchStack10k/heal"},
 	{"scale_10_1000", "group scale 10 → 1,000 to LB and NFS at 1,000", Seconds, 1, "TestBenchWalkthroughFollow"},
+	// Issue 20: three scale-out watch processes, 30 groups of 1,000.
+	{"scaleout_pass_share", "scale-out, 3 watches × 30 groups: group passes per watch, worst off a third", Percent, 20, "TestBenchScaleOut"},
+	{"scaleout_cpu_share", "scale-out, 3 watches × 30 groups: CPU per watch + providers, worst off a third", Percent, 20, "TestBenchScaleOut"},
+	{"scaleout_kill_moved_extra", "scale-out: groups a SIGKILL of a watch moves beyond its share", Count, 1, "TestBenchScaleOut"},
+	{"scaleout_kill_reown", "scale-out: SIGKILL of a watch until its groups have new owners (TTL 2 s)", Seconds, 3, "TestBenchScaleOut"},
 }
 
 // Lookup returns the catalogue's figure named key.
