@@ -149,19 +149,7 @@ var haServing = regexp.MustCompile(`serving http://([^/ ]+)/v1/status`)
 func (h *haBench) start(dir string) *haWatch {
 	t := h.t
 	t.Helper()
-	cmd := exec.Command(filepath.Join(h.bin, "infrakit"), "watch", "-listen", "127.0.0.1:0", "-public-read")
-	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), "INFRAKIT_SIMULATOR_DIR="+h.simDir)
-	w := &haWatch{dir: dir, cmd: cmd, out: new(syncbuf.Buffer), exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = w.out, w.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(w.exited)
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() { w.stop(syscall.SIGTERM) })
+	w := launchWatch(t, h.bin, h.simDir, dir)
 	deadline := time.Now().Add(haSettleTimeout)
 	for {
 		if m := haServing.FindStringSubmatch(w.out.String()); m != nil {
@@ -180,6 +168,27 @@ func (h *haBench) start(dir string) *haWatch {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// launchWatch starts `infrakit watch` in dir with the simulator store at
+// simDir, serving its status on a free loopback port, with args after
+// watch's own; the test's cleanup stops it.
+func launchWatch(t *testing.T, bin, simDir, dir string, args ...string) *haWatch {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "infrakit"), append([]string{"watch", "-listen", "127.0.0.1:0", "-public-read"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(), "INFRAKIT_SIMULATOR_DIR="+simDir)
+	w := &haWatch{dir: dir, cmd: cmd, out: new(syncbuf.Buffer), exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = w.out, w.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(w.exited)
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() { w.stop(syscall.SIGTERM) })
+	return w
 }
 
 // stop sends sig (unless it is 0 or the process has exited) and waits for

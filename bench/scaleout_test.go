@@ -21,7 +21,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
-	"github.com/infrakit/infrakit/internal/syncbuf"
 )
 
 // Issue 20's scale-out figures: three `infrakit watch` processes with
@@ -215,19 +214,7 @@ func (b *soBench) status(w *haWatch) (soStatus, error) {
 func (b *soBench) start(dir string) *haWatch {
 	t := b.t
 	t.Helper()
-	cmd := exec.Command(filepath.Join(b.bin, "infrakit"), "watch", "-listen", "127.0.0.1:0", "-public-read", "-interval", soInterval.String())
-	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), "INFRAKIT_SIMULATOR_DIR="+b.simDir)
-	w := &haWatch{dir: dir, cmd: cmd, out: new(syncbuf.Buffer), exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = w.out, w.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(w.exited)
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() { w.stop(syscall.SIGTERM) })
+	w := launchWatch(t, b.bin, b.simDir, dir, "-interval", soInterval.String())
 	b.until(fmt.Sprintf("watch in %s to serve a status naming its member", dir), func() bool {
 		select {
 		case <-w.exited:

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest/embedded"
 )
 
@@ -57,22 +58,16 @@ func runHelper(mode string) error {
 	return l.Resign(context.Background())
 }
 
+// newClient connects to the shared server (or eps); it is closed at cleanup.
 func newClient(t *testing.T, eps ...string) *clientv3.Client {
-	t.Helper()
 	if len(eps) == 0 {
 		eps = endpoints
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: eps, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return etcdtest.Client(t, eps)
 }
 
-func prefix(t *testing.T) string {
-	return "/test/" + strings.ReplaceAll(t.Name(), "/", "_")
-}
+// prefix is a key prefix of the test's own.
+func prefix(t *testing.T) string { return etcdtest.Prefix(t) }
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/infrakit/infrakit/internal/election"
+	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest/embedded"
 	"github.com/infrakit/infrakit/internal/testwait"
 )
@@ -26,22 +25,16 @@ func TestMain(m *testing.M) {
 	os.Exit(embedded.RunTests(m, func(eps []string) { endpoints = eps }))
 }
 
+// newClient connects to the shared server (or eps); it is closed at cleanup.
 func newClient(t *testing.T, eps ...string) *clientv3.Client {
-	t.Helper()
 	if len(eps) == 0 {
 		eps = endpoints
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: eps, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return etcdtest.Client(t, eps)
 }
 
-func prefix(t *testing.T) string {
-	return "/test/" + strings.ReplaceAll(t.Name(), "/", "_")
-}
+// prefix is a key prefix of the test's own.
+func prefix(t *testing.T) string { return etcdtest.Prefix(t) }
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
 	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest/embedded"
 )
 
@@ -118,24 +118,16 @@ func markers(doc *state.Document) map[string]int {
 	return out
 }
 
-// newClient connects to the shared server; it is closed at cleanup.
+// newClient connects to the shared server (or eps); it is closed at cleanup.
 func newClient(t *testing.T, eps ...string) *clientv3.Client {
-	t.Helper()
 	if len(eps) == 0 {
 		eps = endpoints
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: eps, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return etcdtest.Client(t, eps)
 }
 
 // prefix is a key prefix of the test's own.
-func prefix(t *testing.T) string {
-	return "/test/" + strings.ReplaceAll(t.Name(), "/", "_")
-}
+func prefix(t *testing.T) string { return etcdtest.Prefix(t) }
 
 // newBackend is a backend under the test's prefix with a 2s lease TTL.
 func newBackend(t *testing.T) *Backend {
