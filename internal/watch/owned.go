@@ -318,10 +318,39 @@ func groupStale(spec groupSpec, recorded []state.Instance, doc *state.Document) 
 }
 
 // followersStale is the scale-out staleness of a sync planned from doc:
-// now holds another lineage, stack, or record of ingresses or enrollments.
+// now holds another lineage, stack, or record of ingresses or enrollments,
+// or another record of a group they follow. That last is what keeps make
+// before break across members: the group's owner acts (registers a
+// replacement, deregisters and destroys a leaving member) under the state
+// lock and records the group before it lets go, so a sync that listed the
+// group before or during that act finds the record moved and plans again
+// rather than register a destroyed member or take out a replacement.
 func followersStale(doc, now *state.Document) bool {
-	return now.Lineage != doc.Lineage || !sameStack(now.Stack, doc.Stack) ||
-		!reflect.DeepEqual(now.Ingresses, doc.Ingresses) || !reflect.DeepEqual(now.Enrollments, doc.Enrollments)
+	if now.Lineage != doc.Lineage || !sameStack(now.Stack, doc.Stack) ||
+		!reflect.DeepEqual(now.Ingresses, doc.Ingresses) || !reflect.DeepEqual(now.Enrollments, doc.Enrollments) {
+		return true
+	}
+	for name := range now.Groups {
+		if _, ok := doc.Groups[name]; !ok && followed(doc, name) {
+			return true
+		}
+	}
+	for name, st := range doc.Groups {
+		if followed(doc, name) && !sameRecord(st, now.Groups[name]) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameRecord reports whether two records of a group hold the same members
+// and flags (either may be nil: no record).
+func sameRecord(a, b *state.GroupStatus) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Freed == b.Freed && a.Destroying == b.Destroying && a.UpdateStopped == b.UpdateStopped &&
+		slices.Equal(a.Instances, b.Instances)
 }
 
 // acquireSync joins the state lease for a sync that planned from doc:

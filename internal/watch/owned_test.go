@@ -113,6 +113,19 @@ func TestFollowersStale(t *testing.T) {
 	if !followersStale(read, now) {
 		t.Error("an ingress freed since the sync read the state did not make it stale")
 	}
+
+	// A group the ingress follows: its owner (another member) recorded a
+	// change of membership since the sync read the state.
+	read.Stack.Ingresses = []*config.Ingress{{Name: "web", Rules: []config.Rule{{Groups: []string{"g1"}}}}}
+	now = clone(t, read)
+	now.Group("g0").Instances = []state.Instance{{ID: "y"}}
+	if followersStale(read, now) {
+		t.Error("a record of a group no follower follows made a sync stale")
+	}
+	now.Group("g1").Instances = []state.Instance{{ID: "x"}}
+	if !followersStale(read, now) {
+		t.Error("a record of a followed group changed by its owner did not make the sync stale")
+	}
 }
 
 // The Balancer shares every group, ingress and enrollment of the stack.
