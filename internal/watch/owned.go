@@ -210,8 +210,12 @@ func (s *service) settle() {
 
 // setHeld publishes how many objects the loop holds.
 func (s *service) setHeld() {
+	mine := make(map[ownership.Object]bool, len(s.so.owned))
+	for o := range s.so.owned {
+		mine[o] = true
+	}
 	s.so.mu.Lock()
-	s.so.held = len(s.so.owned)
+	s.so.mine = mine
 	s.so.mu.Unlock()
 	s.publishScaleOut()
 }

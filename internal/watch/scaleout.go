@@ -95,7 +95,10 @@ type scaleOut struct {
 	bal  *ownership.Balancer
 	sess *ownership.Session
 	view ownership.View
-	held int
+	// mine is what the loop acts on (the keys of owned), for the status:
+	// the view may still name this member as the owner of an object it
+	// has handed over, until the next read of etcd reaches it.
+	mine map[ownership.Object]bool
 
 	// Owned by the loop: the objects it acts on, each by its term, and
 	// the hooks waiting for an object to be left alone.
@@ -298,12 +301,12 @@ func (s *service) leave(sess *ownership.Session) {
 func (s *service) publishScaleOut() {
 	so := s.so
 	so.mu.Lock()
-	sess, view, objs, held := so.sess, so.view, so.objs, so.held
+	sess, view, objs, mine := so.sess, so.view, so.objs, so.mine
 	so.mu.Unlock()
-	v := &status.ScaleOut{LeasesHeld: held}
-	me := ""
+	v := &status.ScaleOut{LeasesHeld: len(mine)}
+	me, myIdentity := "", ""
 	if sess != nil {
-		me = sess.ID()
+		me, myIdentity = sess.ID(), sess.Identity()
 		v.Member = me
 	}
 	ids := map[string]string{}
@@ -313,8 +316,11 @@ func (s *service) publishScaleOut() {
 	}
 	for _, o := range objs {
 		ob := status.Object{Kind: o.Kind, Name: o.Name}
-		if ow, ok := view.Owners[o]; ok {
-			ob.Owner, ob.OwnerIdentity, ob.Mine = ow.Member, ids[ow.Member], me != "" && ow.Member == me
+		switch ow, ok := view.Owners[o]; {
+		case mine[o]:
+			ob.Owner, ob.OwnerIdentity, ob.Mine = me, myIdentity, true
+		case ok && ow.Member != me:
+			ob.Owner, ob.OwnerIdentity = ow.Member, ids[ow.Member]
 		}
 		v.Objects = append(v.Objects, ob)
 	}
