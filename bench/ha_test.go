@@ -68,15 +68,7 @@ group "g" {
 // always campaign.
 func TestBenchHA(t *testing.T) {
 	enabled(t)
-	etcdBin, err := exec.LookPath("etcd")
-	if err != nil {
-		t.Skipf("no etcd on PATH (apt-get install etcd-server; .ci/run installs it): %v", err)
-	}
-	srv, err := etcdtest.StartProcess(etcdBin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	etcdBin, srv := startEtcd(t)
 	version := "etcd"
 	if out, err := exec.Command(etcdBin, "--version").Output(); err == nil {
 		// "etcd Version: 3.4.23" and more lines.
@@ -168,6 +160,22 @@ func (h *haBench) start(dir string) *haWatch {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startEtcd starts a real etcd server process on loopback for the test
+// (skipping the test without one on PATH) and returns the binary's path.
+func startEtcd(t *testing.T) (string, *etcdtest.Server) {
+	t.Helper()
+	etcdBin, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Skipf("no etcd on PATH (apt-get install etcd-server; .ci/run installs it): %v", err)
+	}
+	srv, err := etcdtest.StartProcess(etcdBin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return etcdBin, srv
 }
 
 // launchWatch starts `infrakit watch` in dir with the simulator store at

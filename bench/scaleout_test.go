@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,8 +18,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
 )
 
 // Issue 20's scale-out figures: three `infrakit watch` processes with
@@ -67,15 +64,7 @@ func scaleOutStack(t *testing.T, endpoint string, size int) string {
 // after each kill.
 func TestBenchScaleOut(t *testing.T) {
 	enabled(t)
-	etcdBin, err := exec.LookPath("etcd")
-	if err != nil {
-		t.Skipf("no etcd on PATH (apt-get install etcd-server; .ci/run installs it): %v", err)
-	}
-	srv, err := etcdtest.StartProcess(etcdBin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	_, srv := startEtcd(t)
 	client, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)

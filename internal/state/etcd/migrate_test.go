@@ -220,16 +220,7 @@ func TestSameBackend(t *testing.T) {
 func TestMigrateOutOfOldLayout(t *testing.T) {
 	ctx := ctxT(t)
 	b := newBackend(t)
-	doc := state.NewDocument()
-	doc.Serial = 3
-	addMarker(doc, "old")
-	data, err := state.Encode(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Client().Put(ctx, b.LegacyKey(), string(data)); err != nil {
-		t.Fatal(err)
-	}
+	doc, data := putOldLayout(t, b, 3)
 	l := state.NewLocal(filepath.Join(t.TempDir(), "infrakit.state.json"))
 	m, err := Migrate(ctx, b, l)
 	if err != nil || !m.Moved || m.Serial != 3 || m.Backup != b.MigratedKey()+" in etcd" {

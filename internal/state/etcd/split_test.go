@@ -215,6 +215,23 @@ func TestCrashConsistency(t *testing.T) {
 	})
 }
 
+// putOldLayout stores, as an older infrakit did, a document at serial as
+// one value under b's prefix, and returns it and the value.
+func putOldLayout(t *testing.T, b *Backend, serial uint64) (*state.Document, []byte) {
+	t.Helper()
+	doc := state.NewDocument()
+	doc.Serial = serial
+	addMarker(doc, "old")
+	data, err := state.Encode(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Client().Put(ctxT(t), b.LegacyKey(), string(data)); err != nil {
+		t.Fatal(err)
+	}
+	return doc, data
+}
+
 // TestOldLayout: a state stored as one value by an older infrakit is
 // refused by Read and Write, naming `infrakit init -migrate-state`;
 // MigrateLayout moves it, keeping the one value as a backup, and is then
@@ -222,17 +239,8 @@ func TestCrashConsistency(t *testing.T) {
 func TestOldLayout(t *testing.T) {
 	ctx := ctxT(t)
 	b := newBackend(t)
-	doc := state.NewDocument()
-	doc.Serial = 9
-	addMarker(doc, "old")
-	data, err := state.Encode(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Client().Put(ctx, b.LegacyKey(), string(data)); err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Read(ctx)
+	doc, data := putOldLayout(t, b, 9)
+	_, err := b.Read(ctx)
 	if !errors.Is(err, ErrOldLayout) || !errors.Is(err, state.ErrInvalid) || !strings.Contains(err.Error(), `"infrakit init -migrate-state"`) {
 		t.Fatalf("Read of a one-value state = %v", err)
 	}
