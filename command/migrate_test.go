@@ -22,14 +22,7 @@ import (
 // -migrate-state` and back, against a real etcd process (Debian's
 // etcd-server package, which .ci/run installs).
 func TestInitMigrateState(t *testing.T) {
-	if _, err := os.Stat(etcdtest.RealBinary); err != nil {
-		t.Skipf("%s is absent (apt-get install etcd-server; .ci/run installs it): %v", etcdtest.RealBinary, err)
-	}
-	srv, err := etcdtest.StartProcess(etcdtest.RealBinary, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startRealEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -121,14 +114,7 @@ stack "mig" {
 // one value as a backup; run again, it has nothing to do. Against a real
 // etcd process.
 func TestInitMigrateStateLayout(t *testing.T) {
-	if _, err := os.Stat(etcdtest.RealBinary); err != nil {
-		t.Skipf("%s is absent (apt-get install etcd-server; .ci/run installs it): %v", etcdtest.RealBinary, err)
-	}
-	srv, err := etcdtest.StartProcess(etcdtest.RealBinary, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startRealEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -196,4 +182,19 @@ stack "old" {
 	if code, _, stderr := runCommand(t, initCmd, wd); code != 0 {
 		t.Fatalf("init after the migration: exit %d: %s", code, stderr)
 	}
+}
+
+// startRealEtcd starts Debian's etcd for the test (skipping it when the
+// package is absent); the test's cleanup stops it.
+func startRealEtcd(t *testing.T) *etcdtest.Server {
+	t.Helper()
+	if _, err := os.Stat(etcdtest.RealBinary); err != nil {
+		t.Skipf("%s is absent (apt-get install etcd-server; .ci/run installs it): %v", etcdtest.RealBinary, err)
+	}
+	srv, err := etcdtest.StartProcess(etcdtest.RealBinary, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
 }

@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/election"
 	"github.com/infrakit/infrakit/internal/state"
@@ -524,11 +521,7 @@ func TestHAFencedLease(t *testing.T) {
 	ep := etcdEndpoint(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := etcdtest.Client(t, []string{ep})
 	prefix := "/test/" + t.Name()
 	be := stateetcd.New(cl, stateetcd.Options{Prefix: prefix, LeaseTTL: haTTL})
 	doc := state.NewDocument()

@@ -19,13 +19,13 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/ownership"
 	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
 	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
+	"github.com/infrakit/infrakit/internal/state/etcd/etcdtest"
 	"github.com/infrakit/infrakit/internal/testwait"
 	"github.com/infrakit/infrakit/internal/watch/status"
 )
@@ -351,11 +351,7 @@ func TestScaleOutSessionLost(t *testing.T) {
 	c.shared("one group each", groups, func(int) int { return 1 })
 	victim := c.ws[0].status().ScaleOut.Member
 
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := etcdtest.Client(t, []string{ep})
 	revoke(t, cl, victim)
 	testwait.For(t, 30*time.Second, "the victim released its group and joined again", func() bool {
 		s := c.ws[0].status()
@@ -453,11 +449,7 @@ func TestScaleOutFencedWrite(t *testing.T) {
 	ep := etcdEndpoint(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := etcdtest.Client(t, []string{ep})
 	prefix := fmt.Sprintf("/test/%s/%d", t.Name(), time.Now().UnixNano()) // a new state on each run
 	be := stateetcd.New(cl, stateetcd.Options{Prefix: prefix, LeaseTTL: haTTL})
 	doc := state.NewDocument()
