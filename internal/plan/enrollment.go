@@ -57,14 +57,15 @@ func (b *builder) enrollmentSteps(st *config.Stack, e *config.Enrollment, world 
 		c.Held = true
 		return
 	}
-	render, err := renderer(e, world.Instances[e.Source])
+	render, done, err := renderer(e, world.Instances[e.Source], world.Rendered)
 	if err != nil {
 		c.Error = err.Error()
 		return
 	}
+	defer done()
 	ep := &enrollmentPlan{b: b, e: e, object: Address(KindEnrollment, e.Name)}
 	staying := b.staying(e.Source, world.Members[e.Source])
-	ch := enrollment.Diff(e.Name, staying, enrollment.WantOf(st.Group(e.Source)), obs.Authorizations, render)
+	ch := enrollment.DiffRendered(e.Name, staying, enrollment.WantOf(st.Group(e.Source)), obs.Authorizations, render)
 	c.Failed = ch.Failed
 	// Members that run and are authorized now may be those replacing
 	// members that vanished (a heal's replacements, authorized by the sync
@@ -295,12 +296,15 @@ func (b *builder) revokeAt(object, provider, typ, name, src string, rev enrollme
 
 // renderer is the render function enrollment.Diff takes: the target
 // properties evaluated with member = the member's description (from descs,
-// else what the member says of itself). The expression is parsed once.
-func renderer(e *config.Enrollment, descs []instance.Description) (func(group.Member) (json.RawMessage, error), error) {
+// else what the member says of itself), remembered in memo (may be nil);
+// done stores what was rendered in memo once Diff is done. The expression
+// is parsed once.
+func renderer(e *config.Enrollment, descs []instance.Description, memo *RenderMemo) (
+	render func(group.Member) (enrollment.Rendered, error), done func(), err error) {
 	t := e.Target
 	expr, diags := t.PropertiesExpression()
 	if diags.HasErrors() {
-		return nil, fmt.Errorf("enrollment %q: target properties: %w", e.Name, diags)
+		return nil, nil, fmt.Errorf("enrollment %q: target properties: %w", e.Name, diags)
 	}
 	t.PropertiesExpr = expr
 	byID := make(map[instance.ID]int, len(descs))
@@ -309,13 +313,16 @@ func renderer(e *config.Enrollment, descs []instance.Description) (func(group.Me
 			byID[d.ID] = i
 		}
 	}
-	return func(m group.Member) (json.RawMessage, error) {
+	one, done := memoRender(memo, e, func(d instance.Description) (json.RawMessage, error) {
+		return RenderAuthorizationProperties(&t, d)
+	})
+	return func(m group.Member) (enrollment.Rendered, error) {
 		d := instance.Description{ID: m.ID, Address: m.Address, State: m.State}
 		if i, ok := byID[m.ID]; ok {
 			d = descs[i]
 		}
-		return RenderAuthorizationProperties(&t, d)
-	}, nil
+		return one(d)
+	}, done, nil
 }
 
 // RenderAuthorizationProperties renders target t's properties for the

@@ -25,6 +25,10 @@ type World struct {
 	LoadBalancers map[string]LoadBalancerView
 	// Authorizers are the enrollment targets observed, by TargetKey.
 	Authorizers map[string]AuthorizerView
+	// Rendered, when set, remembers the authorization properties rendered
+	// for members across plans (it is not observed: a memo the caller
+	// keeps).
+	Rendered *RenderMemo
 }
 
 // LoadBalancerView is one load balancer as it listed itself.

@@ -146,6 +146,7 @@ func (s *service) passPlan(ctx context.Context, spec groupSpec, o observation, w
 		Members:   map[string][]group.Member{name: listedOnly(o.adj.Members, o.members)},
 		Instances: map[string][]instance.Description{name: o.descs},
 		Failed:    map[string]error{},
+		Rendered:  &s.rendered,
 	}
 	if spec.followed {
 		needs := plan.NeedsOf(spec.doc.Stack, spec.doc, scope)

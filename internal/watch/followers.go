@@ -351,6 +351,7 @@ func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Documen
 	}
 	defer release()
 	world := s.runner.Observe(ctx, needs, nil)
+	world.Rendered = &s.rendered
 	s.acting.markDestroying(&world)
 	for name, err := range world.Failed {
 		log.Warn("group membership unknown; its backends and authorizations are left as they are", "group", name, "error", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/infrakit/infrakit/internal/config"
 	"github.com/infrakit/infrakit/internal/election"
 	"github.com/infrakit/infrakit/internal/operation"
+	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
 	stateetcd "github.com/infrakit/infrakit/internal/state/etcd"
@@ -351,6 +352,9 @@ type service struct {
 	// acting keeps a group's pass and the syncs of its followers apart
 	// (acting.go).
 	acting acting
+	// rendered remembers the enrollments' rendered authorization
+	// properties across the plans of passes and syncs.
+	rendered plan.RenderMemo
 
 	// Into the loop: groups whose provider pushed a change, documents
 	// written by other processes, passes finished.

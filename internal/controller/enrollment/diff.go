@@ -22,6 +22,16 @@ import (
 // authorizations (plus sorting).
 func Diff(name string, source []group.Member, want Want, observed []nfs.Authorization,
 	render func(group.Member) (json.RawMessage, error)) Changes {
+	return DiffRendered(name, source, want, observed, func(m group.Member) (Rendered, error) {
+		props, err := render(m)
+		return RenderedOf(props), err
+	})
+}
+
+// DiffRendered is Diff with render giving properties already read
+// (RenderedOf).
+func DiffRendered(name string, source []group.Member, want Want, observed []nfs.Authorization,
+	render func(group.Member) (Rendered, error)) Changes {
 	ch := Changes{Enrollment: name}
 	ours := map[instance.ID][]nfs.Authorization{}
 	for _, a := range observed {
@@ -60,7 +70,7 @@ func Diff(name string, source []group.Member, want Want, observed []nfs.Authoriz
 			ch.Failed = append(ch.Failed, RenderFailure{Member: m.ID, Err: err, Error: err.Error()})
 			continue
 		}
-		desired := Authorization(name, m, props)
+		desired := AuthorizationFor(name, m, props)
 		have := ours[m.ID]
 		keep := slices.IndexFunc(have, func(a nfs.Authorization) bool { return UpToDate(a, desired) })
 		switch {

@@ -184,33 +184,57 @@ func SourceOf(a nfs.Authorization) instance.ID {
 // the member's rendered properties; its ID is empty. A pet's carries its
 // logical ID in a tags.LogicalID tag.
 func Authorization(name string, m group.Member, properties json.RawMessage) nfs.Authorization {
-	a := nfs.Authorization{
-		SourceID:   m.ID,
-		Properties: properties,
-		Tags:       map[string]string{tags.EnrollmentName: name, tags.EnrollmentSourceID: string(m.ID)},
-	}
-	if m.LogicalID != "" {
-		a.Tags[tags.LogicalID] = m.LogicalID
-	}
+	return AuthorizationFor(name, m, RenderedOf(properties))
+}
+
+// Rendered are a member's rendered target properties and what the
+// authorization reads of them (host, volume, options), read once: a
+// caller that keeps them (plan.RenderMemo) does not parse them again.
+type Rendered struct {
+	Properties   json.RawMessage
+	Host, Volume string
+	Options      []string
+}
+
+// RenderedOf reads host, volume and options out of rendered properties;
+// properties that are not a JSON object leave them empty.
+func RenderedOf(properties json.RawMessage) Rendered {
+	r := Rendered{Properties: properties}
 	var fields struct {
 		Host    any `json:"host"`
 		Volume  any `json:"volume"`
 		Options any `json:"options"`
 	}
 	if json.Unmarshal(properties, &fields) != nil {
-		return a
+		return r
 	}
-	a.Host, _ = fields.Host.(string)
-	a.Volume, _ = fields.Volume.(string)
+	r.Host, _ = fields.Host.(string)
+	r.Volume, _ = fields.Volume.(string)
 	switch o := fields.Options.(type) {
 	case string:
-		a.Options = []string{o}
+		r.Options = []string{o}
 	case []any:
 		for _, x := range o {
 			if s, ok := x.(string); ok {
-				a.Options = append(a.Options, s)
+				r.Options = append(r.Options, s)
 			}
 		}
+	}
+	return r
+}
+
+// AuthorizationFor is Authorization of properties already read.
+func AuthorizationFor(name string, m group.Member, r Rendered) nfs.Authorization {
+	a := nfs.Authorization{
+		SourceID:   m.ID,
+		Properties: r.Properties,
+		Host:       r.Host,
+		Volume:     r.Volume,
+		Options:    r.Options,
+		Tags:       map[string]string{tags.EnrollmentName: name, tags.EnrollmentSourceID: string(m.ID)},
+	}
+	if m.LogicalID != "" {
+		a.Tags[tags.LogicalID] = m.LogicalID
 	}
 	return a
 }
