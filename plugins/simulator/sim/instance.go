@@ -24,7 +24,7 @@ type instanceRecord struct {
 	Type        string                `json:"type"`
 	LogicalID   *instance.LogicalID   `json:"logical_id,omitempty"`
 	Tags        map[string]string     `json:"tags"`
-	Properties  json.RawMessage       `json:"properties,omitempty"`
+	Properties  compactJSON           `json:"properties,omitempty"`
 	Init        string                `json:"init,omitempty"`
 	Attachments []instance.Attachment `json:"attachments,omitempty"`
 	Address     string                `json:"address,omitempty"`
@@ -78,7 +78,7 @@ func (p *Instances) Provision(ctx context.Context, spec instance.Spec) (instance
 		Type:        p.typ,
 		LogicalID:   spec.LogicalID,
 		Tags:        maps.Clone(spec.Tags),
-		Properties:  normalizeObject(spec.Properties),
+		Properties:  compacted(spec.Properties),
 		Init:        spec.Init,
 		Attachments: spec.Attachments,
 		CreatedAt:   now,
@@ -196,7 +196,7 @@ func describe(name string, rec instanceRecord, now time.Time, withProperties boo
 		d.Address = address(d.ID, rec.LogicalID)
 	}
 	if withProperties {
-		d.Properties = compact(rec.Properties)
+		d.Properties = rec.Properties.raw()
 	}
 	return d
 }

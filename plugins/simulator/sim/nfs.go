@@ -21,7 +21,7 @@ type authRecord struct {
 	Host       string            `json:"host,omitempty"`
 	Volume     string            `json:"volume,omitempty"`
 	Options    []string          `json:"options,omitempty"`
-	Properties json.RawMessage   `json:"properties,omitempty"`
+	Properties compactJSON       `json:"properties,omitempty"`
 	Tags       map[string]string `json:"tags,omitempty"`
 	CreatedAt  time.Time         `json:"created_at"`
 }
@@ -56,7 +56,7 @@ func (a *Authorizer) Describe(ctx context.Context) ([]nfs.Authorization, error) 
 			Host:       r.Host,
 			Volume:     r.Volume,
 			Options:    slices.Clone(r.Options), // the cache's record is shared
-			Properties: compact(r.Properties),
+			Properties: r.Properties.raw(),
 			Tags:       maps.Clone(r.Tags),
 		})
 	}
@@ -79,7 +79,7 @@ func (a *Authorizer) Authorize(ctx context.Context, auth nfs.Authorization) (str
 		Host:       auth.Host,
 		Volume:     auth.Volume,
 		Options:    auth.Options,
-		Properties: normalizeObject(auth.Properties),
+		Properties: compacted(auth.Properties),
 		Tags:       maps.Clone(auth.Tags),
 		CreatedAt:  a.sim.cfg.Now().UTC(),
 	}

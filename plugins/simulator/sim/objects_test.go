@@ -494,3 +494,45 @@ func TestAuthorizerDescribeFollowsTheDirectory(t *testing.T) {
 		return err == nil && len(got) == 1 && got[0].ID == id2 && got[0].SourceID == "m-2"
 	})
 }
+
+// Properties come back as they were sent, without the whitespace of the
+// indented file: also when a person rewrote the file in another layout.
+func TestPropertiesComeBackCompact(t *testing.T) {
+	s := newSim(t, Config{})
+	ctx := context.Background()
+	a := s.Authorizer("disk")
+	id, err := a.Authorize(ctx, nfs.Authorization{SourceID: "m-1", Properties: json.RawMessage(`{ "host" : "h",  "iops": 10 }`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"host":"h","iops":10}`
+	if got, err := a.Describe(ctx); err != nil || len(got) != 1 || string(got[0].Properties) != want {
+		t.Fatalf("Describe = %+v, %v; want properties %s", got, err, want)
+	}
+	path := filepath.Join(s.Dir(), "authorizations", "disk", id+".json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(b), `"iops": 10`, "\"iops\":\n\t\t\t11", 1)
+	if edited == string(b) {
+		t.Fatalf("the file does not hold the indented properties:\n%s", b)
+	}
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "the edited properties, compact", func() bool {
+		got, err := a.Describe(ctx)
+		return err == nil && len(got) == 1 && string(got[0].Properties) == `{"host":"h","iops":11}`
+	})
+
+	inst := s.Instances("compute")
+	iid, err := inst.Provision(ctx, instance.Spec{Properties: json.RawMessage("{\n  \"note\": \"x\"\n}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	descs, err := inst.DescribeInstances(ctx, nil, true)
+	if err != nil || len(descs) != 1 || descs[0].ID != iid || string(descs[0].Properties) != `{"note":"x"}` {
+		t.Fatalf("DescribeInstances = %+v, %v; want %s with properties {\"note\":\"x\"}", descs, err, iid)
+	}
+}

@@ -34,15 +34,47 @@ func normalizeObject(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-// compact returns raw without insignificant whitespace: files are indented
-// for people, but callers get the same bytes they would have sent.
-func compact(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
+// compactJSON is a JSON value kept without insignificant whitespace: files
+// are indented for people, but callers get the same bytes they would have
+// sent. A record read through the store's cache is compacted once, when
+// the file is decoded, not on every listing (a listing of 10,000
+// authorizations spent a third of its time compacting).
+type compactJSON json.RawMessage
+
+// MarshalJSON writes the value as it is (the store indents the file).
+func (c compactJSON) MarshalJSON() ([]byte, error) {
+	if len(c) == 0 {
+		return []byte("null"), nil
+	}
+	return c, nil
+}
+
+// UnmarshalJSON keeps a compacted copy of b.
+func (c *compactJSON) UnmarshalJSON(b []byte) error {
+	var buf bytes.Buffer
+	buf.Grow(len(b))
+	if err := json.Compact(&buf, b); err != nil {
+		return err
+	}
+	*c = buf.Bytes()
+	return nil
+}
+
+// compacted is raw (normalizeObject) without insignificant whitespace.
+func compacted(raw json.RawMessage) compactJSON {
+	raw = normalizeObject(raw)
+	var buf bytes.Buffer
+	if len(raw) == 0 || json.Compact(&buf, raw) != nil {
+		return compactJSON(raw) // invalid JSON was refused by validateObject
+	}
+	return buf.Bytes()
+}
+
+// raw is a copy of c for a caller (the cache's record is shared), or nil
+// when absent.
+func (c compactJSON) raw() json.RawMessage {
+	if len(c) == 0 {
 		return nil
 	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return raw // unreachable for a decoded RawMessage
-	}
-	return b.Bytes()
+	return json.RawMessage(bytes.Clone(c))
 }
