@@ -263,6 +263,11 @@ func (s *service) startFollowers(passCtx context.Context) {
 	if t == nil && s.so == nil {
 		return // a follower syncs nothing; the sync waits for leadership
 	}
+	for _, g := range s.groups {
+		if g.again {
+			return // that pass registers what it made first (loop.go)
+		}
+	}
 	now := time.Now()
 	// In scale-out mode only the followers this process owns.
 	fs := s.ownedFollowers(followersOf(s.doc))

@@ -31,6 +31,10 @@ type groupSched struct {
 	scale *scaler
 	// gone: the group left the stack while a pass was in flight.
 	gone bool
+	// again: the group's next or running pass was asked for at once by
+	// one that made members (passResult.again); no sync starts before it
+	// has passed (startFollowers).
+	again bool
 	// memEpoch is the service's epoch mem was made in; a pass in a later
 	// one starts with a fresh memory.
 	memEpoch int
@@ -323,7 +327,7 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 	}
 	g := s.groups[r.name]
 	if g != nil {
-		g.running = false
+		g.running, g.again = false, false
 		switch {
 		case g.gone:
 			s.removeGroup(g)
@@ -336,11 +340,19 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 			s.sweep(passCtx, s.names(), true)
 		case r.relist:
 			s.sweep(passCtx, []string{r.name}, true)
+		case r.again && s.passes(r.name):
+			g.again = true
+			if !g.dirty {
+				s.sweep(passCtx, []string{r.name}, false)
+			}
 		case r.followUp > 0 && !g.dirty:
 			g.due = now.Add(r.followUp)
 		}
 	}
-	if r.acted || r.joined {
+	if (r.acted || r.joined) && (g == nil || !g.again) {
+		// A pass that asked for another at once leaves the sync to it:
+		// that pass registers and authorizes what it finds running, and
+		// asks for the sync after it.
 		s.wantFollowers([]string{r.name})
 	}
 	s.startDirty(passCtx)

@@ -104,6 +104,11 @@ type passResult struct {
 	// one whose state or address changed (a replacement now running), so
 	// they are synced too.
 	joined bool
+	// again: the pass made members that ingresses or enrollments follow
+	// and left their awaits for later; the group is passed again at once,
+	// and that pass registers and authorizes those already running (a
+	// heal's latency), instead of waiting for their events and the sync.
+	again bool
 	// term is the leadership the pass acted for (nil: a follower's
 	// observe-only pass); deposed says it found that leadership gone (a
 	// fenced write, a failed verification): the loop stops acting at once.
@@ -203,7 +208,9 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	// Expected.
 	rep.Members = listedOnly(o.adj.Members, o.members)
 	live := recordOf(o.adj.Members)
-	acting := !dn.work.Empty() || !sameMembers(live, gs.recorded)
+	// A member that joined a followed group is registered and authorized
+	// by this pass's plan, not only by the sync after it.
+	acting := !dn.work.Empty() || !sameMembers(live, gs.recorded) || dn.joined
 	var created []group.Member
 	var destroyed []instance.ID
 	if acting && ctx.Err() == nil { // shutting down: start nothing new
@@ -229,6 +236,7 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	rep.Rolling.InFlight = rollingInFlight(gs.inflight)
 	rep.Expected = gs.tracker.Status(o.now).Pending
 	res.acted = len(created)+len(destroyed) > 0
+	res.again = len(created) > 0 && spec.followed
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		err = nil // interrupted by the shutdown, which is not a failure
 	}
