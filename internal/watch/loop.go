@@ -340,11 +340,12 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 			s.sweep(passCtx, s.names(), true)
 		case r.relist:
 			s.sweep(passCtx, []string{r.name}, true)
-		case r.again && s.passes(r.name):
-			g.again = true
+		case r.again && s.passes(r.name) && g.spec.managed():
 			if !g.dirty {
 				s.sweep(passCtx, []string{r.name}, false)
 			}
+			// Set only for a pass that will run: it is what clears it.
+			g.again = g.dirty || g.running
 		case r.followUp > 0 && !g.dirty:
 			g.due = now.Add(r.followUp)
 		}
