@@ -44,7 +44,8 @@ type Spec struct {
 type Description struct {
 	ID        ID
 	LogicalID *LogicalID
-	Tags      map[string]string
+	// Tags are read-only: the descriptions of one listing may share a map.
+	Tags map[string]string
 	// Properties is set only when asked for (withProperties).
 	Properties json.RawMessage
 	// Address is where the instance is reachable (host or host:port), may be empty.

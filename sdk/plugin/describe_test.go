@@ -307,6 +307,9 @@ func TestCommonAndOwnTags(t *testing.T) {
 	if common["x"] != "1" {
 		t.Fatal("joinTags shares its map with common")
 	}
+	if shared := joinTags(common, nil); !maps.Equal(shared, common) {
+		t.Fatalf("joinTags with nothing of its own = %v, want %v", shared, common)
+	}
 	if own := map[string]string{"y": "3"}; !maps.Equal(joinTags(nil, own), own) {
 		t.Fatal("joinTags without common tags changed the own tags")
 	}

@@ -174,9 +174,10 @@ func (x instanceClient) Destroy(ctx context.Context, id instance.ID, reason inst
 }
 
 // DescribeInstances asks for the tags all instances share once (common_tags)
-// and gives each description its full tags back, in a map of its own. A
-// provider that predates common_tags sends every instance's full tags and
-// no common ones, which come out unchanged.
+// and gives each description its full tags back; descriptions with no tags
+// of their own share the common map, which nobody may change. A provider
+// that predates common_tags sends every instance's full tags and no common
+// ones, which come out unchanged.
 func (x instanceClient) DescribeInstances(ctx context.Context, tags map[string]string, withProperties bool) ([]instance.Description, error) {
 	resp, err := x.c.instances.DescribeInstances(ctx, &pb.InstanceDescribeInstancesRequest{Type: x.typ, Tags: tags, WithProperties: withProperties, CommonTags: true})
 	if err := x.c.check(ctx, "DescribeInstances", err, resp.GetDiagnostics()); err != nil {
