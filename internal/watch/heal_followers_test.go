@@ -18,13 +18,7 @@ import (
 func TestHealRegisteredByThePasses(t *testing.T) {
 	t.Parallel()
 	w, v, ids, r := startSettledWith(t, slowSyncStack)
-	victim := ids[0]
-	w.removeInstance(victim)
-	var now []string
-	testwait.For(t, 10*time.Second, "a replacement", func() bool {
-		now = instanceIDs(w.instances())
-		return len(now) == len(ids) && !slices.Contains(now, victim)
-	})
+	now := removeAndReplaced(t, w, ids, ids[0])
 	testwait.For(t, 20*time.Second, "the backends and authorizations equal to the members", func() bool {
 		return slices.Equal(v.backends(), now) && slices.Equal(v.authorized(), now)
 	})
@@ -51,4 +45,17 @@ func TestHealRegisteredByThePasses(t *testing.T) {
 			t.Errorf("a sync reported before the passes registered the replacement: %s", e.Message)
 		}
 	}
+}
+
+// removeAndReplaced removes victim, one of the members ids, and returns
+// the members once a replacement has taken its place.
+func removeAndReplaced(t *testing.T, w *workdir, ids []string, victim string) []string {
+	t.Helper()
+	w.removeInstance(victim)
+	var now []string
+	testwait.For(t, 10*time.Second, "a replacement", func() bool {
+		now = instanceIDs(w.instances())
+		return len(now) == len(ids) && !slices.Contains(now, victim)
+	})
+	return now
 }

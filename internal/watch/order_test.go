@@ -319,12 +319,7 @@ func TestVanishedDeregisteredByTheHealingPass(t *testing.T) {
 
 	s := sampleStore(t, w)
 	victim := ids[0]
-	w.removeInstance(victim)
-	var now []string
-	testwait.For(t, 10*time.Second, "a replacement", func() bool {
-		now = instanceIDs(w.instances())
-		return len(now) == len(ids) && !slices.Contains(now, victim)
-	})
+	now := removeAndReplaced(t, w, ids, victim)
 	testwait.For(t, 20*time.Second, "the backends equal to the members", func() bool { return slices.Equal(v.backends(), now) })
 	samples := s.stop()
 	var fresh string
