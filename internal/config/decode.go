@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -97,6 +98,13 @@ func (l *loader) decodeProvider(b *hcl.Block) {
 			if n, ok := l.intAttr(a, 1, maxInt, true); ok {
 				p.Parallelism = n
 			}
+			continue
+		}
+		if !utf8.ValidString(name) || !validIdentifier(name) {
+			// The parser takes bytes that are not UTF-8 for letters; JSON
+			// would store them as U+FFFD, another name.
+			l.errorf(a.NameRange, "Invalid attribute name",
+				"%q is not a name: a provider's configuration attribute must start with a letter or underscore and contain only letters, digits, underscores and dashes.", name)
 			continue
 		}
 		v, vd := l.eval(a.Expr)

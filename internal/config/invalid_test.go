@@ -34,6 +34,7 @@ func TestInvalidStacks(t *testing.T) {
 		{"duplicate_group.hcl", "duplicate_group.hcl:12:7", "Duplicate group", "duplicate_group.hcl:4:1", 0},
 		{"duplicate_provider.hcl", "duplicate_provider.hcl:4:1", "Duplicate provider", `give this block an alias`, 0},
 		{"invalid_alias.hcl", "invalid_alias.hcl:3:26", "Invalid provider alias", `"nfs auth"`, 0},
+		{"invalid_config_name.hcl", "invalid_config_name.hcl:3:18", "Invalid attribute name", `is not a name`, 0},
 		{"reserved_provider_name.hcl", "reserved_provider_name.hcl:3:10", "Invalid provider name", `"group" is reserved`, 0},
 		{"invalid_name.hcl", "invalid_name.hcl:4:7", "Invalid group name", `"my group" cannot be referenced`, 0},
 		{"undeclared_provider.hcl", "undeclared_provider.hcl:4:32", "Reference to undeclared provider", "Did you mean simulator?", 0},

@@ -1,0 +1,3 @@
+stack "s" {}
+
+provider "sim" { a»ias = "x" }
