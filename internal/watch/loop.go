@@ -326,7 +326,11 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 		s.rec.ReleaseGroup(r.name) // its report is its next owner's
 	}
 	g := s.groups[r.name]
+	// owed: this pass was asked for at once by one whose sync it stood
+	// in for (below); that sync is still owed once no such pass follows.
+	owed := false
 	if g != nil {
+		owed = g.again
 		g.running, g.again = false, false
 		switch {
 		case g.gone:
@@ -350,10 +354,10 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 			g.due = now.Add(r.followUp)
 		}
 	}
-	if (r.acted || r.joined) && (g == nil || !g.again) {
+	if (r.acted || r.joined || owed) && (g == nil || !g.again) {
 		// A pass that asked for another at once leaves the sync to it:
 		// that pass registers and authorizes what it finds running, and
-		// asks for the sync after it.
+		// the sync follows it.
 		s.wantFollowers([]string{r.name})
 	}
 	s.startDirty(passCtx)
