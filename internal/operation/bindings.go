@@ -13,6 +13,7 @@ import (
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
 	"github.com/infrakit/infrakit/sdk/nfs"
 	"github.com/infrakit/infrakit/sdk/plugin"
+	"github.com/infrakit/infrakit/sdk/provider"
 )
 
 // bindings resolve the executor's steps through the runner's plugin host.
@@ -116,14 +117,14 @@ func (r *Runner) instances(ctx context.Context, stack string, g *config.Group) (
 		}
 	}
 	k := instancesKey{stack, g.Name, string(cfg)}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c, ok := r.cache[k]; ok && slices.Equal(c.clients, clients) {
-		return c.inst, nil
+	if inst := r.cached(k, clients); inst != nil {
+		return inst, nil
 	}
+	// Built unlocked: asking the flavors' metadata is a call to each.
 	plugins := group.Plugins{Instance: clients[0].Instance(g.Instance.Type)}
 	for i, f := range g.Flavors {
-		plugins.Flavors = append(plugins.Flavors, group.Flavor{Plugin: clients[i+1].Flavor(f.Type), Properties: f.Properties})
+		plugins.Flavors = append(plugins.Flavors, group.Flavor{Plugin: clients[i+1].Flavor(f.Type), Properties: f.Properties,
+			HealthFromState: healthFromState(ctx, clients[i+1], f.Type)})
 	}
 	inst, err := group.NewInstances(g, plugins, group.Options{
 		Stack:       stack,
@@ -134,9 +135,36 @@ func (r *Runner) instances(ctx context.Context, stack string, g *config.Group) (
 	if err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.cache[k]; ok && slices.Equal(c.clients, clients) {
+		return c.inst, nil // made meanwhile by another caller: one is kept
+	}
 	if r.cache == nil {
 		r.cache = map[instancesKey]cachedInstances{}
 	}
 	r.cache[k] = cachedInstances{inst: inst, clients: clients}
 	return inst, nil
+}
+
+// cached is the Instances kept for k, if they were made with clients.
+func (r *Runner) cached(k instancesKey, clients []*plugin.Client) *group.Instances {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.cache[k]; ok && slices.Equal(c.clients, clients) {
+		return c.inst
+	}
+	return nil
+}
+
+// healthFromState asks c's metadata whether flavor typ judges health by
+// the instance's state alone; when the metadata cannot be had, the flavor
+// is asked about health as any other.
+func healthFromState(ctx context.Context, c *plugin.Client, typ string) bool {
+	md, err := c.Metadata(ctx)
+	if err != nil {
+		return false
+	}
+	o, ok := md.Find(provider.KindFlavor, typ)
+	return ok && o.HealthFromState
 }

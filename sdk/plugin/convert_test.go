@@ -296,3 +296,19 @@ func TestCompleteMetadata(t *testing.T) {
 		t.Fatalf("got %#v", got.Objects)
 	}
 }
+
+// What a flavor says of its health crosses the wire.
+func TestMetadataHealthFromState(t *testing.T) {
+	m := provider.Metadata{Name: "p", Objects: []provider.Object{
+		{Kind: provider.KindFlavor, Type: "plain", Schema: provider.Schema{Open: true}, HealthFromState: true},
+		{Kind: provider.KindFlavor, Type: "checked", Schema: provider.Schema{Open: true}},
+	}}
+	pm, err := metadataToProto(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := metadataFromProto(pm)
+	if err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("metadata through the wire = %#v, %v; want %#v", got, err, m)
+	}
+}

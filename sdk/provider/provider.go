@@ -39,6 +39,11 @@ type Object struct {
 	Kind   Kind
 	Type   string
 	Schema Schema
+	// HealthFromState, for a flavor, says that its Healthy judges nothing
+	// but the instance's state: every instance that is not terminating is
+	// healthy. The host then does not ask it, which spares a group's
+	// every member's description on the wire each interval.
+	HealthFromState bool
 }
 
 // Find returns the object of the given kind and type, honouring AnyName.

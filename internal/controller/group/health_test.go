@@ -266,3 +266,31 @@ func TestHealthBatchFailures(t *testing.T) {
 		t.Errorf("%d batches and %d calls asked after the context ended", b, n)
 	}
 }
+
+// A flavor whose health is the instance's state alone is not asked: every
+// member that is not terminating is healthy by it, whatever it would say.
+func TestHealthFromStateNotAsked(t *testing.T) {
+	s := newSim(t)
+	p := newProbe("simulator", s.client.Flavor("simulator"), nil)
+	g := cattleGroup("web", 3, `{}`)
+	c, err := NewInstances(g, Plugins{Instance: s.client.Instance(g.Instance.Type),
+		Flavors: []Flavor{{Plugin: p, Properties: g.Flavors[0].Properties, HealthFromState: true}}}, Options{Stack: "teststack"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	ids := provision(t, c, 3)
+	s.setField(t, ids[0], "health", "unhealthy") // what the flavor would say, if asked
+	s.setField(t, ids[2], "state", "terminating")
+	_, members, err := c.ObserveDescriptions(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[instance.ID]flavor.Health{ids[0]: flavor.HealthHealthy, ids[1]: flavor.HealthHealthy, ids[2]: flavor.HealthUnknown}
+	if got := healthByID(members); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("health = %v, want %v", got, want)
+	}
+	if b, n := p.counts(); b+n != 0 {
+		t.Fatalf("the flavor was asked %d times", b+n)
+	}
+}

@@ -31,6 +31,10 @@ const (
 type Flavor struct {
 	Plugin     flavor.Plugin
 	Properties json.RawMessage
+	// HealthFromState: the flavor judges nothing but the instance's state
+	// (its provider's metadata says so), so it is not asked: every member
+	// that is not terminating is healthy by it.
+	HealthFromState bool
 }
 
 // Plugins are the SPI plugins one group acts through: its instance plugin and
@@ -220,6 +224,9 @@ func (c *Instances) health(ctx context.Context, descs []instance.Description, wa
 	for i, f := range c.plugins.Flavors {
 		if len(open) == 0 {
 			break
+		}
+		if f.HealthFromState {
+			continue // healthy, as it would have answered for each
 		}
 		if len(open) < len(asked) {
 			sub = make([]instance.Description, len(open))

@@ -54,7 +54,8 @@ func Metadata(version string) provider.Metadata {
 	return provider.Metadata{
 		Name:    Name,
 		Version: version,
-		Objects: []provider.Object{{Kind: provider.KindFlavor, Type: Type, Schema: Schema()}},
+		// Healthy says healthy for every instance: the host need not ask.
+		Objects: []provider.Object{{Kind: provider.KindFlavor, Type: Type, Schema: Schema(), HealthFromState: true}},
 	}
 }
 

@@ -160,7 +160,7 @@ func TestHealthyAndDrain(t *testing.T) {
 func TestMetadata(t *testing.T) {
 	md := Metadata("0.1.0")
 	o, ok := md.Find(provider.KindFlavor, "vanilla")
-	if md.Name != "vanilla" || md.Version != "0.1.0" || !ok || o.Schema.Open {
+	if md.Name != "vanilla" || md.Version != "0.1.0" || !ok || o.Schema.Open || !o.HealthFromState {
 		t.Fatalf("metadata = %+v", md)
 	}
 	for _, k := range topKeys {

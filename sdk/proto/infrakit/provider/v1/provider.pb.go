@@ -704,12 +704,15 @@ func (x *Schema) GetOpen() bool {
 
 // One kind and type (or load balancer name, "*" for any) a provider serves.
 type Object struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          Kind                   `protobuf:"varint,1,opt,name=kind,proto3,enum=infrakit.provider.v1.Kind" json:"kind,omitempty"`
-	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	Schema        *Schema                `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Kind   Kind                   `protobuf:"varint,1,opt,name=kind,proto3,enum=infrakit.provider.v1.Kind" json:"kind,omitempty"`
+	Type   string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Schema *Schema                `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	// For a flavor: its health is the instance's state alone (healthy unless
+	// terminating), so the host does not ask it (Healthy, HealthyBatch).
+	HealthFromState bool `protobuf:"varint,4,opt,name=health_from_state,json=healthFromState,proto3" json:"health_from_state,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Object) Reset() {
@@ -761,6 +764,13 @@ func (x *Object) GetSchema() *Schema {
 		return x.Schema
 	}
 	return nil
+}
+
+func (x *Object) GetHealthFromState() bool {
+	if x != nil {
+		return x.HealthFromState
+	}
+	return false
 }
 
 type ProviderMetadataRequest struct {
@@ -3911,11 +3921,12 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x1ae\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
-	"\x05value\x18\x02 \x01(\v2&.infrakit.provider.v1.Schema.AttributeR\x05value:\x028\x01\"\x82\x01\n" +
+	"\x05value\x18\x02 \x01(\v2&.infrakit.provider.v1.Schema.AttributeR\x05value:\x028\x01\"\xae\x01\n" +
 	"\x06Object\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.infrakit.provider.v1.KindR\x04kind\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x124\n" +
-	"\x06schema\x18\x03 \x01(\v2\x1c.infrakit.provider.v1.SchemaR\x06schema\"\x19\n" +
+	"\x06schema\x18\x03 \x01(\v2\x1c.infrakit.provider.v1.SchemaR\x06schema\x12*\n" +
+	"\x11health_from_state\x18\x04 \x01(\bR\x0fhealthFromState\"\x19\n" +
 	"\x17ProviderMetadataRequest\"\x80\x01\n" +
 	"\x18ProviderMetadataResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
