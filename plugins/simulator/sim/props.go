@@ -63,11 +63,11 @@ func (c *compactJSON) UnmarshalJSON(b []byte) error {
 // compacted is raw (normalizeObject) without insignificant whitespace.
 func compacted(raw json.RawMessage) compactJSON {
 	raw = normalizeObject(raw)
-	var buf bytes.Buffer
-	if len(raw) == 0 || json.Compact(&buf, raw) != nil {
+	var c compactJSON
+	if len(raw) == 0 || c.UnmarshalJSON(raw) != nil {
 		return compactJSON(raw) // invalid JSON was refused by validateObject
 	}
-	return buf.Bytes()
+	return c
 }
 
 // raw is a copy of c for a caller (the cache's record is shared), or nil
