@@ -209,6 +209,10 @@ Usage: infrakit [global options] watch [options]
 Options:
 
   -interval D         How often every group is listed again (default 10s).
+                      A group of more than 1,000 whose provider announces
+                      its changes (and whose health is its instances'
+                      state) is listed every D x members/1,000, at most
+                      every 5m.
 
   -listen ADDR        Where to serve the HTTP API, the web UI and /metrics
                       (default 127.0.0.1:24864; port 0 picks one). An

@@ -91,26 +91,9 @@ type follower struct {
 
 func (f follower) key() string { return f.kind + "/" + f.name }
 
-// Re-listing a big follower is spread out (see the top of this file).
-const (
-	relistUnit = 1000
-	relistCap  = 5 * time.Minute
-)
-
-// relistEvery is how long after a sync an idle follower is synced again:
-// its sync_interval up to relistUnit members, then that much longer per
-// relistUnit, at most relistCap (or its sync_interval, if longer).
-func (f follower) relistEvery() time.Duration {
-	n := (f.members + relistUnit - 1) / relistUnit
-	if n <= 1 {
-		return f.every
-	}
-	d := f.every * time.Duration(n)
-	if d > relistCap || d/time.Duration(n) != f.every { // capped, or overflowed
-		d = max(relistCap, f.every)
-	}
-	return d
-}
+// relistEvery is how long after a sync an idle follower is synced again
+// (relist.go).
+func (f follower) relistEvery() time.Duration { return relistEvery(f.every, f.members) }
 
 // wanted is how many members group name of st wants (its size, or its
 // logical IDs).

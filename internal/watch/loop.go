@@ -38,6 +38,12 @@ type groupSched struct {
 	// memEpoch is the service's epoch mem was made in; a pass in a later
 	// one starts with a fresh memory.
 	memEpoch int
+	// listedAt is when the group's last full pass listed it, members how
+	// many it listed, and covered whether its events announce every change
+	// (passResult): the interval's ticks pass it by (relist.go).
+	listedAt time.Time
+	members  int
+	covered  bool
 }
 
 // sweep is one pass as the status counts them: the passes of the groups
@@ -142,7 +148,9 @@ func (s *service) loop(ctx, passCtx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			s.sweep(passCtx, s.names(), true)
+			if due, ok := s.intervalDue(time.Now()); ok {
+				s.sweep(passCtx, due, true)
+			}
 		case name := <-s.events:
 			s.sweep(passCtx, []string{name}, false)
 		case doc := <-s.docs:
@@ -332,6 +340,12 @@ func (s *service) finished(ctx, passCtx context.Context, r passResult) {
 	if g != nil {
 		owed = g.again
 		g.running, g.again = false, false
+		if !r.listed.IsZero() {
+			g.listedAt, g.members = r.listed, r.members
+		}
+		if !r.listed.IsZero() || !r.covered {
+			g.covered = r.covered // a later full pass covers it again
+		}
 		switch {
 		case g.gone:
 			s.removeGroup(g)

@@ -114,6 +114,14 @@ type passResult struct {
 	// fenced write, a failed verification): the loop stops acting at once.
 	term    *term
 	deposed bool
+	// listed is when a full pass began listing the group (zero: none did),
+	// and members how many it listed. covered: the pass left the group
+	// settled (no follow-up, brake or unhealthy member waits on a clock)
+	// and its provider's events announce every change a listing would
+	// find, its health being the instances' state (relist.go).
+	listed  time.Time
+	members int
+	covered bool
 }
 
 // configure brings the group's memory up to the spec: a new configuration
@@ -244,6 +252,13 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	// running), is followed up soon: what it started is looked at again
 	// before the follow-ups back off.
 	res.followUp = s.followUp(gs, d, o.adj.Braked, acting || dn.moved, err != nil, o.now)
+	if full {
+		res.listed, res.members = o.listed, len(o.members)
+	}
+	// Settled, with nothing a clock decides (a follow-up, the brake, an
+	// unhealthy member's grace or budget) and health its events announce.
+	res.covered = err == nil && res.followUp == 0 && !o.adj.Braked && gs.tracker.Status(o.now).Unhealthy == 0 &&
+		(!d.ReplaceUnhealthy || !o.inst.AsksHealth())
 	return report(err)
 }
 
@@ -253,7 +268,8 @@ type observation struct {
 	descs   []instance.Description
 	members []group.Member
 	adj     heal.Adjusted
-	now     time.Time
+	// listed is when the listing began, now when it ended.
+	listed, now time.Time
 }
 
 // observeGroup lists the group (with health when it matters) and lets the
@@ -285,6 +301,7 @@ func (s *service) observeGroup(ctx context.Context, t *term, gs *groupState, spe
 	}
 	o.inst = inst
 	withHealth := d.ReplaceUnhealthy && (full || len(gs.inflight) > 0 || gs.tracker.Status(time.Now()).Unhealthy > 0)
+	o.listed = time.Now()
 	o.descs, o.members, err = inst.ObserveDescriptions(ctx, withHealth)
 	if err != nil {
 		s.prov.failed(ctx, cfg.Instance.Provider, "DescribeInstances", err)

@@ -31,6 +31,8 @@ type source struct {
 type subscription struct {
 	source source
 	cancel context.CancelFunc
+	// live: the stream is open, so what changes is announced (relist.go).
+	live streaming
 }
 
 // subscribe starts streaming the provider's events about the group's
@@ -71,7 +73,9 @@ func subscribe(ctx context.Context, wg *sync.WaitGroup, src source, prov *provid
 			}
 			first = false
 			start := time.Now()
+			s.live.opened(start)
 			drain(ctx, events, func() { notify(ctx, src.group) })
+			s.live.closed()
 			if ctx.Err() != nil {
 				return
 			}

@@ -129,6 +129,19 @@ func (c *Instances) Group() *config.Group { return copyGroup(c.group) }
 // Desired is the group's desired state, as Decide takes it.
 func (c *Instances) Desired() Desired { return DesiredFromConfig(c.group) }
 
+// AsksHealth reports whether some flavor of the group is asked for its
+// members' health: one that judges only the instance's state is not, so
+// without such a flavor a member's health changes only with what its
+// provider lists.
+func (c *Instances) AsksHealth() bool {
+	for _, f := range c.plugins.Flavors {
+		if !f.HealthFromState {
+			return true
+		}
+	}
+	return false
+}
+
 // Observe lists the group's members: one DescribeInstances by the group's
 // tags and, when withHealth, each member's health from every flavor
 // (healthy only when all say healthy; unhealthy when any does). Without
