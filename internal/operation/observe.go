@@ -29,7 +29,10 @@ import (
 // not once per group. A plugin serving a single group is asked by the
 // group's own tags. Health is asked for the groups where withHealth says
 // the plan depends on it. Up to Parallelism providers are asked at once.
-func (r *Runner) observe(ctx context.Context, needs plan.Needs, withHealth func(plan.GroupNeed, []group.Member) bool) plan.World {
+// The groups in known are not listed: their descriptions are given
+// (ObserveKnown).
+func (r *Runner) observe(ctx context.Context, needs plan.Needs, withHealth func(plan.GroupNeed, []group.Member) bool,
+	known map[string][]instance.Description) plan.World {
 	world := plan.World{
 		Members:       map[string][]group.Member{},
 		Instances:     map[string][]instance.Description{},
@@ -59,7 +62,7 @@ func (r *Runner) observe(ctx context.Context, needs plan.Needs, withHealth func(
 		})
 	}
 	_ = eg.Wait()
-	r.observeGroups(ctx, needs, withHealth, &world)
+	r.observeGroups(ctx, needs, withHealth, known, &world)
 	return world
 }
 
@@ -92,10 +95,12 @@ func (r *Runner) observeTarget(ctx context.Context, t config.EnrollmentTarget) p
 }
 
 // observeGroups lists the groups of needs into world.
-func (r *Runner) observeGroups(ctx context.Context, needs plan.Needs, withHealth func(plan.GroupNeed, []group.Member) bool, world *plan.World) {
+func (r *Runner) observeGroups(ctx context.Context, needs plan.Needs, withHealth func(plan.GroupNeed, []group.Member) bool,
+	known map[string][]instance.Description, world *plan.World) {
+	// known: one group given in known, listed by nobody here.
 	type source struct {
 		stack, provider, typ string
-		props                bool
+		props, known         bool
 	}
 	shared := map[source][]string{}
 	for _, name := range slices.Sorted(maps.Keys(needs.Groups)) {
@@ -104,7 +109,10 @@ func (r *Runner) observeGroups(ctx context.Context, needs plan.Needs, withHealth
 			world.Failed[name] = fmt.Errorf("group %q is in the state but its configuration is not, so its provider is unknown", name)
 			continue
 		}
-		k := source{need.Stack, need.Config.Instance.Provider, need.Config.Instance.Type, need.Properties}
+		k := source{stack: need.Stack, provider: need.Config.Instance.Provider, typ: need.Config.Instance.Type, props: need.Properties}
+		if _, ok := known[name]; ok && !need.Properties {
+			k = source{stack: name, known: true}
+		}
 		shared[k] = append(shared[k], name)
 	}
 	var mu sync.Mutex
@@ -112,7 +120,13 @@ func (r *Runner) observeGroups(ctx context.Context, needs plan.Needs, withHealth
 	eg.SetLimit(r.opts.Parallelism)
 	for src, names := range shared {
 		eg.Go(func() error {
-			lists, err := r.describeShared(ctx, src.stack, src.provider, src.typ, src.props, names, needs)
+			var lists map[string][]instance.Description
+			var err error
+			if src.known {
+				lists = map[string][]instance.Description{names[0]: known[names[0]]}
+			} else {
+				lists, err = r.describeShared(ctx, src.stack, src.provider, src.typ, src.props, names, needs)
+			}
 			for _, name := range names {
 				var members []group.Member
 				gerr := err

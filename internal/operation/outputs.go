@@ -66,7 +66,7 @@ func (r *Runner) observedForOutputs(ctx context.Context, desired *config.Stack, 
 		needs.Groups[g.Name] = plan.GroupNeed{Stack: desired.Name, Config: g, Desired: true}
 	}
 	world := plan.World{Members: map[string][]group.Member{}, Instances: map[string][]instance.Description{}, Failed: map[string]error{}}
-	r.observeGroups(ctx, needs, nil, &world)
+	r.observeGroups(ctx, needs, nil, nil, &world)
 	for name := range needs.Groups {
 		if world.Failed[name] != nil {
 			continue

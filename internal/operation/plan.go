@@ -65,7 +65,7 @@ func (r *Runner) computeLocked(ctx context.Context, desired *config.Stack, doc *
 	start := time.Now()
 	world := r.observe(ctx, needs, func(need plan.GroupNeed, members []group.Member) bool {
 		return health || needsHealth(need, doc, members)
-	})
+	}, nil)
 	r.log.Debug("observed", "groups", len(needs.Groups), "loadbalancers", len(needs.LoadBalancers),
 		"targets", len(needs.Targets), "failed", len(world.Failed), "took", time.Since(start))
 	if err := ctx.Err(); err != nil {
@@ -188,7 +188,7 @@ func (r *Runner) checkWorld(ctx context.Context, p *plan.Plan, doc *state.Docume
 		}
 	}
 	world := plan.World{Members: map[string][]group.Member{}, Instances: map[string][]instance.Description{}, Failed: map[string]error{}}
-	r.observeGroups(ctx, needs, nil, &world)
+	r.observeGroups(ctx, needs, nil, nil, &world)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/pluginhost"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/sdk/instance"
 )
 
 // The methods below are what a long-running service (`infrakit watch`)
@@ -52,7 +53,16 @@ func (r *Runner) Instances(ctx context.Context, stack string, g *config.Group) (
 // balancers and authorizers, then the groups, with health where withHealth
 // says.
 func (r *Runner) Observe(ctx context.Context, needs plan.Needs, withHealth func(plan.GroupNeed, []group.Member) bool) plan.World {
-	return r.observe(ctx, needs, withHealth)
+	return r.observe(ctx, needs, withHealth, nil)
+}
+
+// ObserveKnown is Observe taking the members of the groups in known from
+// those descriptions (all of the group's members, listed without their
+// properties, by a caller that knows them current) instead of listing
+// them. A group whose plan needs the properties is listed anyway.
+func (r *Runner) ObserveKnown(ctx context.Context, needs plan.Needs, withHealth func(plan.GroupNeed, []group.Member) bool,
+	known map[string][]instance.Description) plan.World {
+	return r.observe(ctx, needs, withHealth, known)
 }
 
 // Execute runs p's steps through the plugin host, recording through rec,

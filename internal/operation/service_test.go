@@ -11,6 +11,7 @@ import (
 	"github.com/infrakit/infrakit/internal/execute"
 	"github.com/infrakit/infrakit/internal/plan"
 	"github.com/infrakit/infrakit/internal/state"
+	"github.com/infrakit/infrakit/sdk/instance"
 )
 
 // stop-update marks the state; a plan shows the roll as stopped; the next
@@ -147,4 +148,53 @@ func TestServiceSurface(t *testing.T) {
 	if members, err := again.Observe(ctx, false); err != nil || len(members) != 3 {
 		t.Fatalf("Observe after ResetHost: %d members, %v", len(members), err)
 	}
+}
+
+// ObserveKnown takes a group's members from the descriptions it is given
+// instead of listing them (here one of the two miners: what was given,
+// not what the simulator lists), lists the groups it is given nothing
+// for, and lists a group whose plan needs the members' properties anyway.
+func TestObserveKnown(t *testing.T) {
+	w := newWorkdir(t, fmt.Sprintf(stackTemplate, 2, "v1"))
+	r := w.runner(Options{})
+	ctx := ctxT(t)
+	planAndApply(t, ctx, r, PlanMode{})
+	doc, err := r.StateStore().Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := r.Instances(ctx, doc.Stack.Name, doc.Stack.Group("miners"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	descs, err := inst.Describe(ctx, false)
+	if err != nil || len(descs) != 2 {
+		t.Fatalf("Describe: %d miners, %v", len(descs), err)
+	}
+	known := map[string][]instance.Description{"miners": descs[:1]}
+	needs := plan.NeedsOf(doc.Stack, doc, plan.Scope{Groups: []string{"miners", "db"}})
+
+	world := r.ObserveKnown(ctx, needs, nil, known)
+	if got := idsOfMembers(world.Members["miners"]); len(world.Failed) != 0 || len(got) != 1 || got[0] != descs[0].ID {
+		t.Errorf("miners observed as %v (failed: %v); want the one given, %s", got, world.Failed, descs[0].ID)
+	}
+	if n := len(world.Members["db"]); n != 2 || len(world.Instances["miners"]) != 1 {
+		t.Errorf("db observed with %d members, miners' instances %d; want db listed (2) and miners' given one", n, len(world.Instances["miners"]))
+	}
+
+	need := needs.Groups["miners"]
+	need.Properties = true
+	needs.Groups["miners"] = need
+	world = r.ObserveKnown(ctx, needs, nil, known)
+	if n := len(world.Members["miners"]); n != 2 {
+		t.Errorf("miners observed with %d members when the plan needs their properties; want them listed (2)", n)
+	}
+}
+
+func idsOfMembers(ms []group.Member) []instance.ID {
+	out := make([]instance.ID, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
 }

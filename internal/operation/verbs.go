@@ -178,7 +178,7 @@ func (r *Runner) free(ctx context.Context, op, kind, name string, check func(*st
 	// refuses it, so the stack must not be dereferenced before.
 	if kind == controller.KindEnrollment && doc.Stack != nil {
 		if e := doc.Stack.Enrollment(name); e != nil && e.DestroyOnFree {
-			world = r.observe(ctx, plan.Needs{Targets: []config.EnrollmentTarget{e.Target}}, nil)
+			world = r.observe(ctx, plan.Needs{Targets: []config.EnrollmentTarget{e.Target}}, nil, nil)
 		}
 	}
 	p, err := plan.ComputeFree(doc, world, kind, name)

@@ -288,10 +288,11 @@ func (s *service) startFollowers(passCtx context.Context) {
 		}
 		t = s.syncTerm(picked)
 	}
+	fresh := s.freshListings()
 	go func() {
 		ctx, cancel := termContext(passCtx, t)
 		defer cancel()
-		r := s.syncFollowers(ctx, t, doc, sel)
+		r := s.syncFollowers(ctx, t, doc, sel, fresh)
 		r.term = t
 		if t.scaleOut() {
 			t.cancel() // the sync's own term
@@ -302,8 +303,10 @@ func (s *service) startFollowers(passCtx context.Context) {
 
 // syncFollowers runs one sync against the stack of doc, for the term t:
 // it plans the followers sel covers (their routes, backends and
-// authorizations; teardowns are apply's) and executes the plan.
-func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Document, sel selection) followResult {
+// authorizations; teardowns are apply's) and executes the plan. The
+// groups in fresh are planned with their passes' listings, if still
+// current once held (listings.go), instead of being listed again.
+func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Document, sel selection, fresh map[string]time.Time) followResult {
 	log := s.log.Named("followers")
 	if err := t.acquireSync(ctx, doc); err != nil {
 		if errors.Is(err, errStale) {
@@ -338,7 +341,7 @@ func (s *service) syncFollowers(ctx context.Context, t *term, doc *state.Documen
 		return followResult{} // shutting down, or the term ended
 	}
 	defer release()
-	world := s.runner.Observe(ctx, needs, nil)
+	world := s.runner.ObserveKnown(ctx, needs, nil, s.listings.take(fresh))
 	world.Rendered = &s.rendered
 	s.acting.markDestroying(&world)
 	for name, err := range world.Failed {

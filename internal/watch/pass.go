@@ -222,12 +222,16 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	var created []group.Member
 	var destroyed []instance.ID
 	if acting && ctx.Err() == nil { // shutting down: start nothing new
+		s.listings.drop(gs.name) // what it makes and destroys outdates it
 		created, destroyed, err = s.act(ctx, t, gs, spec, o, dn, live, &res, log, held)
 	} else {
 		if held {
 			t.lease.release()
 		}
 		s.acting.setDestroying(gs.name, destroyingOf(o, nil))
+		if !acting {
+			s.listings.set(gs.name, o.descs, o.listed)
+		}
 	}
 	// A replacement whose old member was not taken away (the pass did not
 	// act, or left it to a later pass) stays in flight: its next pass

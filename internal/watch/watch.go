@@ -352,6 +352,9 @@ type service struct {
 	// acting keeps a group's pass and the syncs of its followers apart
 	// (acting.go).
 	acting acting
+	// listings are the groups' listings by passes that acted on nothing,
+	// for the syncs (listings.go).
+	listings listings
 	// rendered remembers the enrollments' rendered authorization
 	// properties across the plans of passes and syncs.
 	rendered plan.RenderMemo
