@@ -9,33 +9,40 @@ import (
 	"github.com/infrakit/infrakit/sdk/profiling"
 )
 
-// EnvProviderCPUProfile names the file prefix of a Go CPU profile of each
-// provider process (written to <prefix>.<pid> when the host shuts it
-// down), for telling provider time from infrakit's. Providers inherit it
-// only when INFRAKIT_PROVIDER_ENV names it.
-const EnvProviderCPUProfile = "INFRAKIT_PROVIDER_CPUPROFILE"
+// EnvProviderCPUProfile and EnvProviderMemProfile name the file prefixes
+// of a Go CPU profile and a heap profile of each provider process (written
+// to <prefix>.<pid> when the host shuts it down), for telling provider
+// time and memory from infrakit's. Providers inherit them only when
+// INFRAKIT_PROVIDER_ENV names them.
+const (
+	EnvProviderCPUProfile = "INFRAKIT_PROVIDER_CPUPROFILE"
+	EnvProviderMemProfile = "INFRAKIT_PROVIDER_MEMPROFILE"
+)
 
-// startProfile starts the CPU profile EnvProviderCPUProfile asks for, if
-// any, and returns what ends it; a failure is logged, not fatal.
+// startProfile starts the profiles EnvProviderCPUProfile and
+// EnvProviderMemProfile ask for, if any, and returns what ends them and
+// writes them; a failure is logged, not fatal.
 func startProfile(logger hclog.Logger) func() {
-	prefix := os.Getenv(EnvProviderCPUProfile)
-	if prefix == "" {
+	paths := map[string]string{}
+	for env, prefix := range map[string]string{
+		profiling.EnvCPU: os.Getenv(EnvProviderCPUProfile),
+		profiling.EnvMem: os.Getenv(EnvProviderMemProfile),
+	} {
+		if prefix != "" {
+			paths[env] = fmt.Sprintf("%s.%d", prefix, os.Getpid())
+		}
+	}
+	if len(paths) == 0 {
 		return func() {}
 	}
-	path := fmt.Sprintf("%s.%d", prefix, os.Getpid())
-	stop, err := profiling.Start(func(name string) string {
-		if name == profiling.EnvCPU {
-			return path
-		}
-		return ""
-	})
+	stop, err := profiling.Start(func(name string) string { return paths[name] })
 	if err != nil {
-		logger.Warn("no CPU profile", "error", err)
+		logger.Warn("no profile", "error", err)
 		return func() {}
 	}
 	return func() {
 		if err := stop(); err != nil {
-			logger.Warn("writing the CPU profile", "error", err)
+			logger.Warn("writing the profiles", "error", err)
 		}
 	}
 }
