@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,8 +86,13 @@ func (c *WatchCommand) Run(args []string) int {
 	defer stopReload()
 
 	log := c.serviceLogger()
+	percent, hostEnv := watchGC(os.LookupEnv)
+	if percent > 0 {
+		defer debug.SetGCPercent(debug.SetGCPercent(percent))
+	}
 	err = watch.Run(c.Context(), watch.Options{
 		WorkDir:     c.WorkDir,
+		HostEnv:     hostEnv,
 		ExtraFiles:  c.stackFilePaths(*files),
 		Inputs:      c.inputs(),
 		Interval:    *interval,
@@ -120,6 +126,25 @@ func (c *WatchCommand) Run(args []string) int {
 	}
 	c.Ui.Output("infrakit watch stopped.")
 	return 0
+}
+
+// watchGOGC is the garbage collector's target for watch and the
+// providers it launches. A watch is a service that holds its stack's
+// members in memory and is idle nearly all the time: with Go's default
+// (100) a process's heap grows to twice what it holds between
+// collections, and watch and its three providers of the walk-through
+// stack with 10,000 cattle held 222 MiB; at 50 they hold 180 MiB, for no
+// measurable CPU (idle 0.77 % of a core before, 0.80 % after).
+const watchGOGC = 50
+
+// watchGC is the GC percent watch sets for itself and the environment it
+// adds for its providers: watchGOGC, unless GOGC is set (which the
+// providers then inherit as it is). percent 0: leave it.
+func watchGC(lookup func(string) (string, bool)) (percent int, hostEnv []string) {
+	if _, set := lookup("GOGC"); set {
+		return 0, nil
+	}
+	return watchGOGC, []string{fmt.Sprintf("GOGC=%d", watchGOGC)}
 }
 
 // serviceLogger is the command's logger. A service with no log says nothing
@@ -204,7 +229,8 @@ Usage: infrakit [global options] watch [options]
   "infrakit apply", and ones that do not load are reported in the log.
 
   Logs go to stderr at info level unless INFRAKIT_LOG or INFRAKIT_LOG_PATH
-  says otherwise.
+  says otherwise. watch and the providers it launches run with GOGC=50 (a
+  smaller heap for an idle service) unless GOGC is set.
 
 Options:
 

@@ -1,11 +1,15 @@
 package command
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +19,7 @@ import (
 	"github.com/infrakit/infrakit/internal/operation"
 	"github.com/infrakit/infrakit/internal/state"
 	"github.com/infrakit/infrakit/internal/syncbuf"
+	"github.com/infrakit/infrakit/internal/testwait"
 )
 
 func watchCmd(m Meta) cli.Command      { return &WatchCommand{Meta: m} }
@@ -95,6 +100,18 @@ func TestWatchCommand(t *testing.T) {
 
 	w := startWatch(t, wd, "-listen", "127.0.0.1:0", "-interval", "1s")
 	addr := w.address(t)
+	// (Not every provider this process runs: apply's may still be
+	// stopping.)
+	want := cmp.Or(os.Getenv("GOGC"), "50")
+	testwait.For(t, 30*time.Second, "the providers of watch (simulator, vanilla) running with GOGC="+want, func() bool {
+		n := 0
+		for _, v := range providerGOGC(t) {
+			if v == want {
+				n++
+			}
+		}
+		return n >= 2
+	})
 
 	code, _, stderr := runCommand(t, watchCmd, wd, "-listen", "127.0.0.1:0")
 	if code != 1 || !strings.Contains(stderr, "Watch is already running") || !strings.Contains(stderr, addr) ||
@@ -172,4 +189,52 @@ func readState(t *testing.T, wd string) *state.Document {
 		t.Fatal(err)
 	}
 	return doc
+}
+
+// watch runs itself and its providers at GOGC=50 unless GOGC is set, which
+// the providers then inherit as it is.
+func TestWatchGC(t *testing.T) {
+	unset := func(string) (string, bool) { return "", false }
+	if p, env := watchGC(unset); p != 50 || !slices.Equal(env, []string{"GOGC=50"}) {
+		t.Errorf("without GOGC: %d, %q; want 50 and GOGC=50 for the providers", p, env)
+	}
+	set := func(k string) (string, bool) { return "200", k == "GOGC" }
+	if p, env := watchGC(set); p != 0 || env != nil {
+		t.Errorf("with GOGC=200: %d, %q; want it left alone", p, env)
+	}
+}
+
+// providerGOGC is the GOGC of the environment of each provider process
+// this test process started, by pid.
+func providerGOGC(t *testing.T) map[int]string {
+	t.Helper()
+	procs, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]string{}
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so after ')'.
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) || !bytes.Contains(b, []byte("(infrakit-provid")) {
+			continue
+		}
+		dir := filepath.Dir(p)
+		env, err := os.ReadFile(filepath.Join(dir, "environ"))
+		if err != nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(dir))
+		out[pid] = ""
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if v, ok := bytes.CutPrefix(kv, []byte("GOGC=")); ok {
+				out[pid] = string(v)
+			}
+		}
+	}
+	return out
 }
