@@ -191,12 +191,12 @@ func readState(t *testing.T, wd string) *state.Document {
 	return doc
 }
 
-// watch runs itself and its providers at GOGC=50 unless GOGC is set, which
-// the providers then inherit as it is.
+// watch runs its providers, and itself while idle, at GOGC=50 unless GOGC
+// is set, which the providers then inherit as it is.
 func TestWatchGC(t *testing.T) {
 	unset := func(string) (string, bool) { return "", false }
 	if p, env := watchGC(unset); p != 50 || !slices.Equal(env, []string{"GOGC=50"}) {
-		t.Errorf("without GOGC: %d, %q; want 50 and GOGC=50 for the providers", p, env)
+		t.Errorf("without GOGC: %d, %q; want 50 while idle and GOGC=50 for the providers", p, env)
 	}
 	set := func(k string) (string, bool) { return "200", k == "GOGC" }
 	if p, env := watchGC(set); p != 0 || env != nil {

@@ -93,6 +93,7 @@ func (s *service) run(ctx context.Context, doc *state.Document) {
 		}()
 	}
 	s.loop(ctx, passCtx)
+	defer s.gc.restore()
 
 	// Shutdown.
 	stopPasses()
@@ -202,6 +203,7 @@ func (s *service) loop(ctx, passCtx context.Context) {
 		s.settle()
 		s.startFollowers(passCtx)
 		s.startScalers(passCtx, time.Now())
+		s.gc.set(s.active > 0 || s.fol.running || s.scaling > 0)
 	}
 }
 

@@ -87,7 +87,11 @@ type Options struct {
 	Ready func(net.Addr)
 	// HostEnv is added to every provider's environment ("KEY=value").
 	HostEnv []string
-	Logger  hclog.Logger
+	// IdleGCPercent, when positive, is the process's GC percent while
+	// nothing is in flight (gc.go); 0 leaves the GC alone. It changes a
+	// setting of the whole process: at most one Run at a time should set it.
+	IdleGCPercent int
+	Logger        hclog.Logger
 	// Version is infrakit's version, shown in the status.
 	Version string
 	// Identity names this process in the status and, with the etcd
@@ -352,6 +356,8 @@ type service struct {
 	// acting keeps a group's pass and the syncs of its followers apart
 	// (acting.go).
 	acting acting
+	// gc lowers the GC percent while nothing is in flight (gc.go).
+	gc gcTuner
 	// listings are the groups' listings by passes that acted on nothing,
 	// for the syncs (listings.go).
 	listings listings
@@ -405,6 +411,7 @@ func newService(opts Options, r *operation.Runner, rec *status.Recorder, lockFil
 		rec:      rec,
 		serials:  sr,
 		prov:     newProviders(r, rec, opts.Logger.Named("providers"), opts.CallTimeout),
+		gc:       gcTuner{idle: opts.IdleGCPercent},
 		events:   make(chan string, 64),
 		docs:     make(chan *state.Document),
 		done:     make(chan passResult, opts.Parallelism),
