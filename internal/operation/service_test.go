@@ -1,6 +1,7 @@
 package operation
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -74,16 +75,7 @@ func TestServiceSurface(t *testing.T) {
 	var progress events
 	r := w.runner(Options{Progress: progress.add})
 	ctx := ctxT(t)
-	planAndApply(t, ctx, r, PlanMode{})
-
-	doc, err := r.StateStore().Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := r.Instances(ctx, doc.Stack.Name, doc.Stack.Group("miners"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc, inst := appliedMiners(t, ctx, r)
 	members, err := inst.Observe(ctx, true)
 	if err != nil || len(members) != 2 {
 		t.Fatalf("Observe: %d members, %v", len(members), err)
@@ -158,15 +150,7 @@ func TestObserveKnown(t *testing.T) {
 	w := newWorkdir(t, fmt.Sprintf(stackTemplate, 2, "v1"))
 	r := w.runner(Options{})
 	ctx := ctxT(t)
-	planAndApply(t, ctx, r, PlanMode{})
-	doc, err := r.StateStore().Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := r.Instances(ctx, doc.Stack.Name, doc.Stack.Group("miners"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc, inst := appliedMiners(t, ctx, r)
 	descs, err := inst.Describe(ctx, false)
 	if err != nil || len(descs) != 2 {
 		t.Fatalf("Describe: %d miners, %v", len(descs), err)
@@ -197,4 +181,20 @@ func idsOfMembers(ms []group.Member) []instance.ID {
 		out[i] = m.ID
 	}
 	return out
+}
+
+// appliedMiners applies the stack through r and returns the state it left
+// and the miners' Instances.
+func appliedMiners(t *testing.T, ctx context.Context, r *Runner) (*state.Document, *group.Instances) {
+	t.Helper()
+	planAndApply(t, ctx, r, PlanMode{})
+	doc, err := r.StateStore().Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := r.Instances(ctx, doc.Stack.Name, doc.Stack.Group("miners"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc, inst
 }
