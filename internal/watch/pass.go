@@ -225,13 +225,7 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 		s.listings.drop(gs.name) // what it makes and destroys outdates it
 		created, destroyed, err = s.act(ctx, t, gs, spec, o, dn, live, &res, log, held)
 	} else {
-		if held {
-			t.lease.release()
-		}
-		s.acting.setDestroying(gs.name, destroyingOf(o, nil))
-		if !acting {
-			s.listings.set(gs.name, o.descs, o.listed)
-		}
+		s.leaveAlone(t, gs, o, held, acting)
 	}
 	// A replacement whose old member was not taken away (the pass did not
 	// act, or left it to a later pass) stays in flight: its next pass
@@ -256,14 +250,33 @@ func (s *service) pass(ctx context.Context, t *term, gs *groupState, spec groupS
 	// running), is followed up soon: what it started is looked at again
 	// before the follow-ups back off.
 	res.followUp = s.followUp(gs, d, o.adj.Braked, acting || dn.moved, err != nil, o.now)
-	if full {
-		res.listed, res.members = o.listed, len(o.members)
-	}
-	// Settled, with nothing a clock decides (a follow-up, the brake, an
-	// unhealthy member's grace or budget) and health its events announce.
-	res.covered = err == nil && res.followUp == 0 && !o.adj.Braked && gs.tracker.Status(o.now).Unhealthy == 0 &&
-		(!d.ReplaceUnhealthy || !o.inst.AsksHealth())
+	res.coverage(gs, d, o, full, err)
 	return report(err)
+}
+
+// leaveAlone ends a pass that does not act: it releases the lease it
+// held, records what the pass knows destroyed, and, unless the pass only
+// stopped for the shutdown, leaves its listing for the syncs.
+func (s *service) leaveAlone(t *term, gs *groupState, o observation, held, acting bool) {
+	if held {
+		t.lease.release()
+	}
+	s.acting.setDestroying(gs.name, destroyingOf(o, nil))
+	if !acting {
+		s.listings.set(gs.name, o.descs, o.listed)
+	}
+}
+
+// coverage sets what the loop's interval schedule needs of the pass
+// (relist.go): when a full pass listed the group and how many, and whether
+// it is settled, with nothing a clock decides (a follow-up, the brake, an
+// unhealthy member's grace or budget) and health its events announce.
+func (r *passResult) coverage(gs *groupState, d group.Desired, o observation, full bool, err error) {
+	if full {
+		r.listed, r.members = o.listed, len(o.members)
+	}
+	r.covered = err == nil && r.followUp == 0 && !o.adj.Braked && gs.tracker.Status(o.now).Unhealthy == 0 &&
+		(!d.ReplaceUnhealthy || !o.inst.AsksHealth())
 }
 
 // observation is what a pass saw of its group.
