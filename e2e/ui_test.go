@@ -17,6 +17,8 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/infrakit/infrakit/internal/testwait"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs.
@@ -381,9 +383,12 @@ func TestUISignIn(t *testing.T) {
 	}
 
 	p := w.startWatch(nil)
-	if !strings.Contains(p.stdout.String(), "the web UI is at http://"+p.addr+"/") {
-		t.Errorf("watch does not say where its web UI is:\n%s", p.stdout)
-	}
+	// The line follows the one startWatch waited for; it may not be
+	// written yet.
+	uiLine := "the web UI is at http://" + p.addr + "/"
+	testwait.For(t, 30*time.Second, "watch saying where its web UI is ("+uiLine+")", func() bool {
+		return strings.Contains(p.stdout.String(), uiLine)
+	})
 	code, body := get(p, "/")
 	if code != http.StatusUnauthorized || !strings.Contains(body, `<form method="post" action="/login"`) ||
 		!strings.Contains(body, `<label for="token">API token</label>`) || strings.Contains(body, `data-group="web"`) {
