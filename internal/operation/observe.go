@@ -94,52 +94,53 @@ func (r *Runner) observeTarget(ctx context.Context, t config.EnrollmentTarget) p
 	return plan.AuthorizerView{Authorizations: as}
 }
 
-// observeGroups lists the groups of needs into world.
+// observeGroups lists the groups of needs into world; those in known
+// (not needing properties) are not listed but taken from it.
 func (r *Runner) observeGroups(ctx context.Context, needs plan.Needs, withHealth func(plan.GroupNeed, []group.Member) bool,
 	known map[string][]instance.Description, world *plan.World) {
-	// known: one group given in known, listed by nobody here.
 	type source struct {
 		stack, provider, typ string
-		props, known         bool
+		props                bool
 	}
 	shared := map[source][]string{}
+	given := map[string][]instance.Description{}
 	for _, name := range slices.Sorted(maps.Keys(needs.Groups)) {
 		need := needs.Groups[name]
 		if need.Config == nil {
 			world.Failed[name] = fmt.Errorf("group %q is in the state but its configuration is not, so its provider is unknown", name)
 			continue
 		}
-		k := source{stack: need.Stack, provider: need.Config.Instance.Provider, typ: need.Config.Instance.Type, props: need.Properties}
-		if _, ok := known[name]; ok && !need.Properties {
-			k = source{stack: name, known: true}
+		if descs, ok := known[name]; ok && !need.Properties {
+			given[name] = descs
+			continue
 		}
+		k := source{need.Stack, need.Config.Instance.Provider, need.Config.Instance.Type, need.Properties}
 		shared[k] = append(shared[k], name)
 	}
 	var mu sync.Mutex
+	record := func(name string, descs []instance.Description, err error) {
+		var members []group.Member
+		if err == nil {
+			members, err = r.membersOf(ctx, needs.Groups[name], descs, withHealth)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			world.Failed[name] = err
+		} else {
+			world.Members[name], world.Instances[name] = members, descs
+		}
+	}
 	eg := &errgroup.Group{}
 	eg.SetLimit(r.opts.Parallelism)
+	for name, descs := range given {
+		eg.Go(func() error { record(name, descs, nil); return nil })
+	}
 	for src, names := range shared {
 		eg.Go(func() error {
-			var lists map[string][]instance.Description
-			var err error
-			if src.known {
-				lists = map[string][]instance.Description{names[0]: known[names[0]]}
-			} else {
-				lists, err = r.describeShared(ctx, src.stack, src.provider, src.typ, src.props, names, needs)
-			}
+			lists, err := r.describeShared(ctx, src.stack, src.provider, src.typ, src.props, names, needs)
 			for _, name := range names {
-				var members []group.Member
-				gerr := err
-				if gerr == nil {
-					members, gerr = r.membersOf(ctx, needs.Groups[name], lists[name], withHealth)
-				}
-				mu.Lock()
-				if gerr != nil {
-					world.Failed[name] = gerr
-				} else {
-					world.Members[name], world.Instances[name] = members, lists[name]
-				}
-				mu.Unlock()
+				record(name, lists[name], err)
 			}
 			return nil
 		})
