@@ -400,7 +400,7 @@ func (l *loader) decodeEnrollment(b *hcl.Block) *Enrollment {
 // decodeTarget decodes an enrollment target. Its properties are evaluated
 // once with an unknown member, which catches references to anything but
 // member and to attributes a member does not have, and are then kept as
-// source text to be rendered per member.
+// source text, formatted, to be rendered per member.
 func (l *loader) decodeTarget(b *hcl.Block) EnrollmentTarget {
 	t := EnrollmentTarget{DeclRange: b.DefRange}
 	content, d := b.Body.Content(targetSchema)
@@ -416,7 +416,7 @@ func (l *loader) decodeTarget(b *hcl.Block) EnrollmentTarget {
 	if a := content.Attributes["properties"]; a != nil {
 		t.PropertiesRange = a.Expr.Range()
 		t.PropertiesExpr = a.Expr
-		t.Properties = l.sourceText(a.Expr)
+		t.Properties = formatExpression(l.sourceText(a.Expr))
 		if rd := l.checkRefs(a.Expr); rd.HasErrors() {
 			l.diags = append(l.diags, rd...)
 			return t

@@ -384,7 +384,7 @@ enrollment "f" {
 					t.Errorf("e = %+v", e)
 				}
 				f := st.Enrollment("f")
-				wantSrc := "{\n      host = member.address\n      tags = member.tags\n    }"
+				wantSrc := "{\n  host = member.address\n  tags = member.tags\n}" // formatted at the top level
 				if !f.DestroyOnFree || f.SyncInterval != config.Duration(time.Minute) || f.Target.Properties != wantSrc {
 					t.Errorf("f = %+v", f)
 				}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclwrite"
 
 	"github.com/infrakit/infrakit/internal/config/legacy"
 )
@@ -75,6 +76,20 @@ func (l *loader) checkImpliedLoadBalancers() {
 				ilb.Name, ilb.Provider, lb.Name, rangeString(lb.DeclRange), lb.Provider)
 		}
 	}
+}
+
+// formatExpression is an expression's source text as `infrakit fmt` would
+// write it at the top level of a file. Target properties are kept as text,
+// so without it the same stack written with other spacing or indentation
+// (by hand, or by MarshalHCL inside its target block) would load into a
+// different model. Text that does not format as one attribute is kept.
+func formatExpression(src string) string {
+	const prefix = "x = "
+	out, ok := strings.CutPrefix(string(hclwrite.Format([]byte(prefix+src))), prefix)
+	if !ok {
+		return src
+	}
+	return out
 }
 
 // sourceText is the HCL source of an expression: the bytes of its range,
