@@ -198,6 +198,7 @@ func isFreed(m map[string]*state.ControllerStatus, name string) bool {
 func recordMatches(st *state.GroupStatus, live []group.Member, d group.Desired) bool {
 	var recorded []state.Instance
 	if st != nil {
+		recorded = make([]state.Instance, 0, len(st.Instances))
 		for _, in := range st.Instances {
 			if in.State != string(instance.StateTerminating) {
 				recorded = append(recorded, in)

@@ -134,6 +134,9 @@ func (ep *enrollmentPlan) revoke(r enrollment.Revocation, after ...StepID) StepI
 // (rendered from how it is listed then), unless it has an authorization
 // already.
 func (ep *enrollmentPlan) awaited(staying []group.Member, observed []nfs.Authorization) {
+	if !slices.ContainsFunc(staying, func(m group.Member) bool { return m.State == instance.StatePending }) {
+		return // the usual plan: what it would index is not looked at
+	}
 	has := map[instance.ID]bool{}
 	for _, a := range observed {
 		if enrollment.Ours(ep.e.Name, a) {

@@ -132,7 +132,11 @@ func (b *builder) routeSteps(at lbAt, d ingress.DesiredLB, obs LoadBalancerView,
 // replacing it is registered.
 func (b *builder) backendSteps(at lbAt, groups []string, world World, observed []loadbalancer.Backend, full bool) {
 	staying := make(map[string][]group.Member, len(groups))
-	ours := map[instance.ID]string{} // IDs known as members of groups, by group
+	n := 0
+	for _, g := range groups {
+		n += len(world.Members[g]) + len(b.leaving[g])
+	}
+	ours := make(map[instance.ID]string, n) // IDs known as members of groups, by group
 	for _, g := range groups {
 		for _, m := range world.Members[g] {
 			ours[m.ID] = g

@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"hash/maphash"
+	"maps"
 	"sync"
 
 	"github.com/infrakit/infrakit/internal/config"
@@ -18,8 +19,8 @@ import (
 // enrolled members it was 40 % of a healing watch's CPU. A member's entry
 // is reused while its description (ID, logical ID, tags, properties,
 // address) and the target's expression and scope are what they were; the
-// entries of members no longer listed are dropped by the next plan of the
-// enrollment. The zero value is ready; a nil *RenderMemo renders every
+// entries of members no longer listed are dropped once they are a quarter
+// of the table (see nextTable). The zero value is ready; a nil *RenderMemo renders every
 // member. It is safe for concurrent use.
 type RenderMemo struct {
 	mu    sync.Mutex
@@ -60,6 +61,11 @@ func (m *RenderMemo) store(name string, t *renderTable) {
 // e) with memo, and reads what it rendered (enrollment.RenderedOf); the
 // returned done stores what this plan rendered as the enrollment's next
 // table. With a nil memo it renders every description.
+//
+// The next table is the old one while no member was rendered afresh and
+// few of its entries are of members no longer listed (a plan of 10,000
+// unchanged members builds no map), else a copy with the fresh entries
+// and, once the departed are many, without theirs.
 func memoRender(memo *RenderMemo, e *config.Enrollment, render func(instance.Description) (json.RawMessage, error)) (
 	func(instance.Description) (enrollment.Rendered, error), func()) {
 	if memo == nil {
@@ -73,14 +79,17 @@ func memoRender(memo *RenderMemo, e *config.Enrollment, render func(instance.Des
 	if old != nil && old.target != target {
 		old = nil
 	}
-	next := &renderTable{target: target, members: map[instance.ID]renderedProps{}}
-	var mu sync.Mutex // render may be called from several goroutines
+	var (
+		mu    sync.Mutex // render may be called from several goroutines
+		hits  []instance.ID
+		fresh = map[instance.ID]renderedProps{}
+	)
 	return func(d instance.Description) (enrollment.Rendered, error) {
 			sum := descriptionSum(seed, d)
 			if old != nil {
 				if r, ok := old.members[d.ID]; ok && r.sum == sum {
 					mu.Lock()
-					next.members[d.ID] = r
+					hits = append(hits, d.ID)
 					mu.Unlock()
 					return r.props, nil
 				}
@@ -91,12 +100,36 @@ func memoRender(memo *RenderMemo, e *config.Enrollment, render func(instance.Des
 			}
 			r := renderedProps{sum: sum, props: enrollment.RenderedOf(props)}
 			mu.Lock()
-			next.members[d.ID] = r
+			fresh[d.ID] = r
 			mu.Unlock()
 			return r.props, nil
 		}, func() {
-			memo.store(e.Name, next)
+			memo.store(e.Name, nextTable(old, target, hits, fresh))
 		}
+}
+
+// nextTable is the table a plan leaves: old (nil: none) with fresh added,
+// where hits are the members whose old entry the plan used. Entries of
+// members the plan did not list stay while they are at most a quarter of
+// the table, so that a member leaving does not copy the table.
+func nextTable(old *renderTable, target uint64, hits []instance.ID, fresh map[instance.ID]renderedProps) *renderTable {
+	if old == nil {
+		return &renderTable{target: target, members: fresh}
+	}
+	if departed := len(old.members) - len(hits); departed*4 > len(old.members) {
+		members := make(map[instance.ID]renderedProps, len(hits)+len(fresh))
+		for _, id := range hits {
+			members[id] = old.members[id]
+		}
+		maps.Copy(members, fresh)
+		return &renderTable{target: target, members: members}
+	}
+	if len(fresh) == 0 {
+		return old
+	}
+	members := maps.Clone(old.members)
+	maps.Copy(members, fresh)
+	return &renderTable{target: target, members: members}
 }
 
 // targetSum is what a rendering depends on besides the member: the
@@ -131,8 +164,14 @@ func descriptionSum(seed maphash.Seed, d instance.Description) uint64 {
 	h.WriteByte(0)
 	// The tags in any order: the sum of each pair's hash.
 	var tags uint64
+	var th maphash.Hash
+	th.SetSeed(seed)
 	for k, v := range d.Tags {
-		tags += maphash.String(seed, k+"\x00"+v)
+		th.Reset()
+		th.WriteString(k)
+		th.WriteByte(0)
+		th.WriteString(v)
+		tags += th.Sum64()
 	}
 	var b [8]byte
 	for i := range b {

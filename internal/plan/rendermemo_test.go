@@ -107,3 +107,65 @@ func TestPropertyRenderMemoChangesNoPlan(t *testing.T) {
 		}
 	})
 }
+
+// The next table is the old one while nothing was rendered afresh and few
+// members left; otherwise a copy, which leaves the old one as it was (a
+// concurrent plan may read it), without the departed once they are many.
+func TestNextTable(t *testing.T) {
+	entries := func(ids ...string) map[instance.ID]renderedProps {
+		m := map[instance.ID]renderedProps{}
+		for _, id := range ids {
+			m[instance.ID(id)] = renderedProps{sum: uint64(len(id))}
+		}
+		return m
+	}
+	ids := func(s ...string) []instance.ID {
+		out := make([]instance.ID, len(s))
+		for i, id := range s {
+			out[i] = instance.ID(id)
+		}
+		return out
+	}
+	old := &renderTable{target: 7, members: entries("a", "b", "c", "d", "e")}
+	for _, c := range []struct {
+		name    string
+		old     *renderTable
+		hits    []instance.ID
+		fresh   map[instance.ID]renderedProps
+		same    bool
+		wantIDs []string
+	}{
+		{name: "first plan", old: nil, fresh: entries("a"), wantIDs: []string{"a"}},
+		{name: "nothing changed", old: old, hits: ids("a", "b", "c", "d", "e"), same: true},
+		{name: "one of five left", old: old, hits: ids("a", "b", "c", "d"), same: true},
+		{name: "two of five left", old: old, hits: ids("a", "b", "c"), wantIDs: []string{"a", "b", "c"}},
+		{name: "one joined", old: old, hits: ids("a", "b", "c", "d", "e"), fresh: entries("f"),
+			wantIDs: []string{"a", "b", "c", "d", "e", "f"}},
+		{name: "one joined, two left", old: old, hits: ids("a", "b", "c"), fresh: entries("f"),
+			wantIDs: []string{"a", "b", "c", "f"}},
+	} {
+		fresh := c.fresh
+		if fresh == nil {
+			fresh = map[instance.ID]renderedProps{}
+		}
+		got := nextTable(c.old, 7, c.hits, fresh)
+		if c.same {
+			if got != c.old {
+				t.Errorf("%s: a new table, want the old one", c.name)
+			}
+			continue
+		}
+		if got == old || got.target != 7 || len(got.members) != len(c.wantIDs) {
+			t.Errorf("%s: table %+v, want a new one of %v", c.name, got, c.wantIDs)
+			continue
+		}
+		for _, id := range c.wantIDs {
+			if _, ok := got.members[instance.ID(id)]; !ok {
+				t.Errorf("%s: %s missing from %v", c.name, id, got.members)
+			}
+		}
+		if len(old.members) != 5 {
+			t.Fatalf("%s: the old table changed: %v", c.name, old.members)
+		}
+	}
+}

@@ -33,7 +33,7 @@ func Diff(name string, source []group.Member, want Want, observed []nfs.Authoriz
 func DiffRendered(name string, source []group.Member, want Want, observed []nfs.Authorization,
 	render func(group.Member) (Rendered, error)) Changes {
 	ch := Changes{Enrollment: name}
-	ours := map[instance.ID][]nfs.Authorization{}
+	ours := make(map[instance.ID][]nfs.Authorization, len(observed))
 	for _, a := range observed {
 		if Ours(name, a) {
 			id := SourceOf(a)
@@ -70,14 +70,14 @@ func DiffRendered(name string, source []group.Member, want Want, observed []nfs.
 			ch.Failed = append(ch.Failed, RenderFailure{Member: m.ID, Err: err, Error: err.Error()})
 			continue
 		}
-		desired := AuthorizationFor(name, m, props)
+		// have are m's own (SourceOf), so only what they carry is compared.
 		have := ours[m.ID]
-		keep := slices.IndexFunc(have, func(a nfs.Authorization) bool { return UpToDate(a, desired) })
+		keep := slices.IndexFunc(have, func(a nfs.Authorization) bool { return holds(a, props) })
 		switch {
 		case len(have) == 0:
-			ch.Authorize = append(ch.Authorize, desired)
+			ch.Authorize = append(ch.Authorize, AuthorizationFor(name, m, props))
 		case keep < 0:
-			ch.Reauthorize = append(ch.Reauthorize, Replacement{Old: have[0], New: desired})
+			ch.Reauthorize = append(ch.Reauthorize, Replacement{Old: have[0], New: AuthorizationFor(name, m, props)})
 			keep = 0
 		}
 		for i, a := range have {

@@ -242,19 +242,22 @@ func AuthorizationFor(name string, m group.Member, r Rendered) nfs.Authorization
 // UpToDate reports whether an observed authorization is what want asks for:
 // the same member, host, volume, options and properties (as JSON values).
 func UpToDate(have, want nfs.Authorization) bool {
-	if SourceOf(have) != SourceOf(want) || have.Host != want.Host || have.Volume != want.Volume ||
-		len(have.Options) != len(want.Options) {
+	return SourceOf(have) == SourceOf(want) &&
+		holds(have, Rendered{Properties: want.Properties, Host: want.Host, Volume: want.Volume, Options: want.Options})
+}
+
+// holds reports whether an authorization carries what r renders: host,
+// volume, options and properties (as JSON values). Diff checks it for
+// every member on every plan, against the member's own authorizations, so
+// it neither reads tags nor builds the authorization it compares with.
+func holds(have nfs.Authorization, r Rendered) bool {
+	if have.Host != r.Host || have.Volume != r.Volume || !slices.Equal(have.Options, r.Options) {
 		return false
-	}
-	for i := range have.Options {
-		if have.Options[i] != want.Options[i] {
-			return false
-		}
 	}
 	// The same bytes are the same JSON value; only others need the
 	// (costly) canonical form.
-	return bytes.Equal(have.Properties, want.Properties) ||
-		bytes.Equal(canonical(have.Properties), canonical(want.Properties))
+	return bytes.Equal(have.Properties, r.Properties) ||
+		bytes.Equal(canonical(have.Properties), canonical(r.Properties))
 }
 
 // canonical re-encodes a JSON value with sorted keys and plain numbers; an
