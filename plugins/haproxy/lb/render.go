@@ -128,6 +128,7 @@ func renderRoute(w func(string, ...any), in renderInput, name string, l *LB, rt 
 	w("    default_backend %s", backendName(name, rt.LoadBalancerPort))
 	w("backend %s", backendName(name, rt.LoadBalancerPort))
 	w("    mode %s", m.Mode)
+	w("    retries %d", retriesOf(l.Slots))
 	if m.Mode == "http" {
 		// A backend killed with requests in flight (an instance that
 		// crashed, a process sent SIGKILL) closes connections it had
@@ -184,6 +185,19 @@ func renderRoute(w func(string, ...any), in renderInput, name string, l *LB, rt 
 		ip, _ := netip.ParseAddr(be.IP) // resolved IPs are valid; see resolve
 		w("    server %s %s # %s", slotName(slot), net.JoinHostPort(ip.String(), fmt.Sprint(serverPort(be, rt))), be.ID)
 	}
+}
+
+// maxRetries bounds retriesOf: a backend that died without closing its
+// socket costs `timeout connect` per retry that lands on it.
+const maxRetries = 15
+
+// retriesOf is a backend section's `retries`: enough to try each of its
+// slots once (up to maxRetries), and at least the defaults' 3. A scale-up
+// registers its new members a moment before they listen; with 5 of 6
+// servers refusing, the defaults' 3 retries (each redispatched to the next
+// server) failed requests that a retry more would have served.
+func retriesOf(slots int) int {
+	return min(max(slots-1, 3), maxRetries)
 }
 
 // connectMS is `timeout connect` in milliseconds: d, or
