@@ -3,6 +3,10 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,22 +108,36 @@ func BenchmarkDescribeInstances10k(b *testing.B) {
 }
 
 // BenchmarkDescribeInstances10kCold is DescribeInstances of 10,000 instances
-// by a freshly started provider (as the CLI starts one per command): every
-// file is read and decoded.
+// by a freshly started provider (as the CLI starts one per command): with
+// no listing index every file is read and decoded; with the index the
+// first listing left, each is stat'ed.
 func BenchmarkDescribeInstances10kCold(b *testing.B) {
 	dir := b.TempDir()
 	provisionN(b, newSim(b, Config{Dir: dir}).Instances("compute"), benchInstances, 10)
-	var cpu time.Duration
-	for b.Loop() {
-		b.StopTimer()
-		p := newSim(b, Config{Dir: dir}).Instances("compute")
-		b.StartTimer()
-		cpu0 := cpuTime(b)
-		ds, err := p.DescribeInstances(context.Background(), nil, false)
-		cpu += cpuTime(b) - cpu0
-		if err != nil || len(ds) != benchInstances {
-			b.Fatalf("described %d: %v", len(ds), err)
-		}
+	index := filepath.Join(dir, "instances", "compute", ".index")
+	for _, withIndex := range []bool{false, true} {
+		b.Run(map[bool]string{false: "no-index", true: "index"}[withIndex], func(b *testing.B) {
+			var cpu time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				if !withIndex {
+					if err := os.Remove(index); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						b.Fatal(err)
+					}
+				}
+				p := newSim(b, Config{Dir: dir}).Instances("compute")
+				b.StartTimer()
+				cpu0 := cpuTime(b)
+				ds, err := p.DescribeInstances(context.Background(), nil, false)
+				cpu += cpuTime(b) - cpu0
+				if err != nil || len(ds) != benchInstances {
+					b.Fatalf("described %d: %v", len(ds), err)
+				}
+				if _, err := os.Stat(index); err != nil {
+					b.Fatalf("no listing index after a cold listing: %v", err)
+				}
+			}
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+		})
 	}
-	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 }

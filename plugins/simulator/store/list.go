@@ -279,11 +279,18 @@ func (c *Cache[T]) refresh(ctx context.Context, s *Store, collection string) (*s
 	var prev map[string]cached[T]
 	if old != nil {
 		prev = old.files
+	} else {
+		prev = loadIndex[T](s, collection)
 	}
-	snap, err := listFull(ctx, s, collection, prev, primed)
+	snap, reads, err := listFullCounted(ctx, s, collection, prev, primed)
 	if err != nil {
 		c.stopWatch()
 		return nil, err
+	}
+	if reads >= indexMinReads {
+		if err := writeIndex(s, collection, snap); err != nil {
+			s.log.Debug("no listing index", "error", err)
+		}
 	}
 	c.collection, c.fullAt = collection, now
 	snap.collection = collection
@@ -378,12 +385,18 @@ func sameListing[T any](a, b *snapshot[T]) bool {
 // version differs from prev's or primed's (all of them when both are nil),
 // with a few workers.
 func listFull[T any](ctx context.Context, s *Store, collection string, prev, primed map[string]cached[T]) (*snapshot[T], error) {
+	snap, _, err := listFullCounted(ctx, s, collection, prev, primed)
+	return snap, err
+}
+
+// listFullCounted is listFull that also counts the files it read.
+func listFullCounted[T any](ctx context.Context, s *Store, collection string, prev, primed map[string]cached[T]) (*snapshot[T], int, error) {
 	dir, names, err := s.openCollection(collection)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if dir == nil {
-		return &snapshot[T]{files: map[string]cached[T]{}}, nil
+		return &snapshot[T]{files: map[string]cached[T]{}}, 0, nil
 	}
 	defer dir.Close() // after every worker is done with dirfd
 	dirfd := int(dir.Fd())
@@ -393,7 +406,7 @@ func listFull[T any](ctx context.Context, s *Store, collection string, prev, pri
 
 	// Workers claim indices from a shared counter; all are joined before
 	// returning, so no goroutine outlives the call.
-	var next atomic.Int64
+	var next, reads atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr error
 	var errOnce sync.Once
@@ -405,10 +418,13 @@ func listFull[T any](ctx context.Context, s *Store, collection string, prev, pri
 					return
 				}
 				key := Key{Collection: collection, Name: names[i]}
-				r, ok, err := readCached(s, dirfd, key, prev, primed)
+				r, ok, read, err := readCachedFrom(s, dirfd, key, prev, primed)
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
+				}
+				if read {
+					reads.Add(1)
 				}
 				results[i], found[i] = r, ok
 			}
@@ -416,10 +432,10 @@ func listFull[T any](ctx context.Context, s *Store, collection string, prev, pri
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("store: list %s: %w", collection, context.Cause(ctx))
+		return nil, 0, fmt.Errorf("store: list %s: %w", collection, context.Cause(ctx))
 	}
 	if firstErr != nil {
-		return nil, firstErr
+		return nil, 0, firstErr
 	}
 	files := make(map[string]cached[T], len(names))
 	kept := names[:0]
@@ -429,13 +445,19 @@ func listFull[T any](ctx context.Context, s *Store, collection string, prev, pri
 			kept = append(kept, names[i])
 		}
 	}
-	return newSnapshot(kept, files, 0), nil
+	return newSnapshot(kept, files, 0), int(reads.Load()), nil
 }
 
 // readCached returns the object, reusing primed's entry, or else prev's,
 // when the file is the same version. ok=false means it was removed since
 // the directory was read.
 func readCached[T any](s *Store, dirfd int, key Key, prev, primed map[string]cached[T]) (r cached[T], ok bool, err error) {
+	r, ok, _, err = readCachedFrom(s, dirfd, key, prev, primed)
+	return r, ok, err
+}
+
+// readCachedFrom is readCached that also reports whether it read the file.
+func readCachedFrom[T any](s *Store, dirfd int, key Key, prev, primed map[string]cached[T]) (r cached[T], ok, read bool, err error) {
 	name := key.Name + ext
 	p, hit := primed[key.Name]
 	if !hit {
@@ -445,23 +467,23 @@ func readCached[T any](s *Store, dirfd int, key Key, prev, primed map[string]cac
 		var st unix.Stat_t
 		err := unix.Fstatat(dirfd, name, &st, 0) // follows symlinks, as open does
 		if errors.Is(err, fs.ErrNotExist) {
-			return r, false, nil
+			return r, false, false, nil
 		}
 		if err != nil {
-			return r, false, fmt.Errorf("store: stat %s: %w", key, err)
+			return r, false, false, fmt.Errorf("store: stat %s: %w", key, err)
 		}
 		if versionOf(&st) == p.version && !(p.kept && settled(p.version)) {
-			return p, true, nil
+			return p, true, false, nil
 		}
 	}
 	b, v, err := readFileVersionAt(dirfd, name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return r, false, nil
+		return r, false, false, nil
 	case errors.Is(err, errNotRegular):
 		err = fmt.Errorf("%s (%s): %w: %v", key, s.Path(key), ErrCorrupt, err)
 	case err != nil:
-		return r, false, fmt.Errorf("store: read %s: %w", key, err)
+		return r, false, false, fmt.Errorf("store: read %s: %w", key, err)
 	default:
 		r.version = v
 		r.value, err = decodeObject[T](s, key, b)
@@ -470,10 +492,10 @@ func readCached[T any](s *Store, dirfd int, key Key, prev, primed map[string]cac
 		// Being rewritten in place, perhaps (rewriteWindow).
 		if p, hit := prev[key.Name]; hit && !p.corrupt && r.version != (version{}) && !settled(r.version) {
 			s.log.Debug("object file does not parse (being rewritten?); keeping its last value", "path", s.Path(key), "error", err)
-			return cached[T]{version: r.version, value: p.value, kept: true}, true, nil
+			return cached[T]{version: r.version, value: p.value, kept: true}, true, true, nil
 		}
 		r.corrupt = true
 		s.log.Warn("skipping corrupt object file", "path", s.Path(key), "error", err)
 	}
-	return r, true, nil
+	return r, true, true, nil
 }

@@ -5,8 +5,9 @@
 // Layout: an object lives at <root>/<collection>/<name>.json, where a
 // collection is a relative directory path ("instances/compute",
 // "loadbalancers"). Files whose name starts with a dot or does not end in
-// ".json" are not objects: temporary files (".<name>.tmp-<random>") and the
-// lock directory (<root>/.locks) use this to stay invisible.
+// ".json" are not objects: temporary files (".<name>.tmp-<random>"), the
+// lock directory (<root>/.locks) and a collection's listing index
+// (<collection>/.index, see index.go) use this to stay invisible.
 //
 // Concurrency rules:
 //   - Every write is atomic, so a reader sees the old or the new object,
