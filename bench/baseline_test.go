@@ -70,7 +70,8 @@ func buildInto(t *testing.T, src, bin string) {
 		"infrakit-provider-simulator": "./plugins/simulator",
 		"infrakit-provider-vanilla":   "./plugins/vanilla",
 	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
+		// Stripped, as make build builds them.
+		cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", filepath.Join(bin, name), pkg)
 		cmd.Dir = src
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %s in %s: %v\n%s", pkg, src, err, out)
