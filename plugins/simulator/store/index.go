@@ -5,6 +5,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -67,75 +68,84 @@ func loadIndex[T any](s *Store, collection string) map[string]cached[T] {
 		}
 		return nil
 	}
-	entries, err := decodeIndex[T](b, collection)
-	if err != nil {
-		s.log.Debug("not using the listing index", "collection", collection, "error", err)
-		return nil
-	}
-	files := make(map[string]cached[T], len(entries))
-	for _, e := range entries {
+	files := map[string]cached[T]{}
+	err = eachIndexEntry(b, collection, func(e indexEntry[T]) {
 		files[e.Name] = cached[T]{version: version{ino: e.Ino, size: e.Size, mtime: e.Mtime, ctime: e.Ctime}, value: e.Value}
+	})
+	if err != nil {
+		// Entries before the damage are as good as any: each is checked
+		// against its file's version.
+		s.log.Debug("listing index damaged", "collection", collection, "entries", len(files), "error", err)
 	}
 	return files
 }
 
-func decodeIndex[T any](b []byte, collection string) ([]indexEntry[T], error) {
+// eachIndexEntry decodes an index and calls f with each entry in turn.
+func eachIndexEntry[T any](b []byte, collection string, f func(indexEntry[T])) error {
 	dec := gob.NewDecoder(bytes.NewReader(b))
 	var h indexHeader
 	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("index header: %w", err)
+		return fmt.Errorf("index header: %w", err)
 	}
 	if want := headerFor[T](collection); h != want {
-		return nil, fmt.Errorf("index of %+v, want %+v", h, want)
+		return fmt.Errorf("index of %+v, want %+v", h, want)
 	}
-	var entries []indexEntry[T]
-	if err := dec.Decode(&entries); err != nil {
-		return nil, fmt.Errorf("index entries: %w", err)
+	for {
+		var e indexEntry[T]
+		switch err := dec.Decode(&e); {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("index entry: %w", err)
+		}
+		f(e)
 	}
-	return entries, nil
 }
 
-func encodeIndex[T any](collection string, entries []indexEntry[T]) ([]byte, error) {
+// encodeIndex encodes the entries of snap that keep says to keep.
+func encodeIndex[T any](collection string, snap *snapshot[T], keep func(i int, r cached[T]) bool) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := gob.NewEncoder(&buf)
 	if err := enc.Encode(headerFor[T](collection)); err != nil {
 		return nil, err
 	}
-	if err := enc.Encode(entries); err != nil {
-		return nil, err
+	for i, n := range snap.names {
+		r := snap.files[n]
+		if !keep(i, r) {
+			continue
+		}
+		v := r.version
+		if err := enc.Encode(indexEntry[T]{Name: n, Ino: v.ino, Size: v.size, Mtime: v.mtime, Ctime: v.ctime, Value: r.value}); err != nil {
+			return nil, err
+		}
 	}
 	return buf.Bytes(), nil
 }
 
 // writeIndex replaces collection's index with snap's objects, leaving out
 // the corrupt, those kept while being rewritten, and those gob does not
-// give back equal.
+// give back equal. Entries are encoded and checked one at a time, so that
+// a provider listing 10,000 objects holds no second copy of them.
 func writeIndex[T any](s *Store, collection string, snap *snapshot[T]) error {
-	entries := make([]indexEntry[T], 0, len(snap.names))
-	for _, n := range snap.names {
-		r := snap.files[n]
-		if r.corrupt || r.kept {
-			continue
-		}
-		v := r.version
-		entries = append(entries, indexEntry[T]{Name: n, Ino: v.ino, Size: v.size, Mtime: v.mtime, Ctime: v.ctime, Value: r.value})
-	}
-	b, err := encodeIndex(collection, entries)
+	usable := func(_ int, r cached[T]) bool { return !r.corrupt && !r.kept }
+	b, err := encodeIndex(collection, snap, usable)
 	if err != nil {
 		return fmt.Errorf("encode the listing index of %s: %w", collection, err)
 	}
-	back, err := decodeIndex[T](b, collection)
-	if err != nil || len(back) != len(entries) {
-		return fmt.Errorf("decode the listing index of %s: %d of %d entries: %v", collection, len(back), len(entries), err)
-	}
-	faithful := make([]indexEntry[T], 0, len(entries))
-	for i, e := range entries {
-		if reflect.DeepEqual(back[i], e) {
-			faithful = append(faithful, e)
+	unfaithful := map[string]bool{}
+	decoded := 0
+	err = eachIndexEntry(b, collection, func(e indexEntry[T]) {
+		decoded++
+		if r := snap.files[e.Name]; !reflect.DeepEqual(e.Value, r.value) {
+			unfaithful[e.Name] = true
 		}
+	})
+	if err != nil {
+		return fmt.Errorf("decode the listing index of %s after %d entries: %w", collection, decoded, err)
 	}
-	if len(faithful) < len(entries) {
-		if b, err = encodeIndex(collection, faithful); err != nil {
+	if len(unfaithful) > 0 {
+		b, err = encodeIndex(collection, snap, func(i int, r cached[T]) bool { return usable(i, r) && !unfaithful[snap.names[i]] })
+		if err != nil {
 			return fmt.Errorf("encode the listing index of %s: %w", collection, err)
 		}
 	}

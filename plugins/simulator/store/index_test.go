@@ -85,7 +85,7 @@ func TestListingIndex(t *testing.T) {
 	}
 	check("an index that does not decode", n-1)
 
-	b, err := encodeIndex("other", []indexEntry[indexed]{})
+	b, err := encodeIndex("other", &snapshot[indexed]{}, func(int, cached[indexed]) bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
