@@ -56,6 +56,9 @@ type poller struct {
 	// owns it): one of them no longer listed has vanished, even when it
 	// was listed before its await was handed over.
 	seen map[instance.ID]bool
+	// once (Options.Defer with Look) makes one listing, when the last
+	// await is in, and defers what it leaves.
+	once bool
 }
 
 // await hands an await to its group's poller, starting the poller first.
@@ -91,7 +94,7 @@ func (r *run) poller(ctx context.Context, s plan.Step, id instance.ID) *poller {
 			return nil
 		}
 		p = &poller{group: s.Group, g: g, props: r.needsProperties(s.Group), o: r.o, wake: make(chan struct{}, 1),
-			seen: map[instance.ID]bool{}}
+			seen: map[instance.ID]bool{}, once: r.o.Defer && r.o.Look}
 		r.pollers[s.Group] = p
 		r.wg.Add(1)
 		go func() {
@@ -161,6 +164,10 @@ func (p *poller) take() ([]*awaitReq, bool) {
 
 // loop polls until stop is closed or ctx ends, answering on out.
 func (p *poller) loop(ctx context.Context, out chan<- []result, stop <-chan struct{}) {
+	if p.once {
+		p.look(ctx, out, stop)
+		return
+	}
 	var (
 		pending []*awaitReq
 		// fresh counts the pending awaits no listing has seen yet.
@@ -193,6 +200,37 @@ func (p *poller) loop(ctx context.Context, out chan<- []result, stop <-chan stru
 			pause = min(2*pause, p.o.PollMax)
 		}
 		next = polled.Add(pause)
+	}
+}
+
+// look is a Defer run's poller: it waits for the group's last await, lists
+// the group once for all of them, and defers those the listing leaves
+// waiting.
+func (p *poller) look(ctx context.Context, out chan<- []result, stop <-chan struct{}) {
+	var pending []*awaitReq
+	for {
+		reqs, last := p.take()
+		pending = append(pending, reqs...)
+		if last {
+			break
+		}
+		if !p.sleep(ctx, stop, time.Time{}) {
+			return
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	if answered, _ := p.poll(ctx, &pending, out, stop); answered < 0 || len(pending) == 0 {
+		return
+	}
+	deferred := make([]result, len(pending))
+	for i, req := range pending {
+		deferred[i] = result{ids: []plan.StepID{req.step.ID}, deferred: true}
+	}
+	select {
+	case out <- deferred:
+	case <-stop:
 	}
 }
 

@@ -157,41 +157,84 @@ func TestAwaitFailures(t *testing.T) {
 	}
 }
 
-// In Defer mode (a watch pass) an await is not waited for: it and what
-// depends on it end deferred, without a listing or a call, and without a
-// Progress event; the rest of the plan is done.
+// In Defer mode an await is not waited for: it and what depends on it end
+// deferred, without a listing or a call, and without a Progress event; the
+// rest of the plan is done. With Look the group is listed once, when its
+// awaits are all in, and those it leaves pending end the same way.
 func TestDeferEndsAwaitsAndDependentsDeferred(t *testing.T) {
-	f := newFixture(t, stackOf(2, "v1", "", lbIngress), pendingForever)
+	for _, look := range []bool{false, true} {
+		t.Run(map[bool]string{false: "defer", true: "look"}[look], func(t *testing.T) {
+			f := newFixture(t, stackOf(2, "v1", "", lbIngress), pendingForever)
+			p := f.plan(plan.Scope{})
+			res := f.run(ctxT(t), p, Options{Defer: true, Look: look})
+			if res.Err != nil || len(res.Failed) > 0 {
+				t.Fatalf("run: %v %v", res.Err, res.Errors())
+			}
+			checkCounts(t, p, res)
+			for _, s := range p.Steps {
+				want := StatusDone
+				if s.Kind == plan.StepAwait || s.Kind == plan.StepRegister {
+					want = StatusDeferred
+				}
+				if got := res.Status[s.ID-1]; got != want {
+					t.Errorf("step %s: %s, want %s", s, got, want)
+				}
+			}
+			want := p.Summary
+			want.Register = 0
+			if res.Done != want {
+				t.Errorf("done %+v, want %+v", res.Done, want)
+			}
+			lists := 0
+			for _, e := range f.probe.entries() {
+				if e.what == "list" {
+					lists++
+				}
+				if (e.what == "begin" && e.op == "register") ||
+					(e.what == "event" && (e.op == string(plan.StepAwait) || e.op == string(plan.StepRegister))) {
+					t.Errorf("deferred work was done: %+v", e)
+				}
+			}
+			if wantLists := map[bool]int{false: 0, true: 1}[look]; lists != wantLists {
+				t.Errorf("the group was listed %d times, want %d", lists, wantLists)
+			}
+			if len(f.backends("lb1")) != 0 || len(f.live("simulator")) != 2 {
+				t.Errorf("backends %v, live %v", f.backends("lb1"), f.live("simulator"))
+			}
+			if res.Count(StatusDeferred) != 4 || res.Errors() != nil {
+				t.Errorf("deferred %d, errors %v", res.Count(StatusDeferred), res.Errors())
+			}
+		})
+	}
+}
+
+// In Defer mode with Look, members that run as soon as they are made are
+// found running by the one listing and registered by the same run.
+func TestDeferRegistersMembersRunningAtOnce(t *testing.T) {
+	f := newFixture(t, stackOf(3, "v1", "", lbIngress), nil)
 	p := f.plan(plan.Scope{})
-	res := f.run(ctxT(t), p, Options{Defer: true})
+	res := f.run(ctxT(t), p, Options{Defer: true, Look: true})
 	if res.Err != nil || len(res.Failed) > 0 {
 		t.Fatalf("run: %v %v", res.Err, res.Errors())
 	}
-	checkCounts(t, p, res)
 	for _, s := range p.Steps {
-		want := StatusDone
-		if s.Kind == plan.StepAwait || s.Kind == plan.StepRegister {
-			want = StatusDeferred
-		}
-		if got := res.Status[s.ID-1]; got != want {
-			t.Errorf("step %s: %s, want %s", s, got, want)
+		if got := res.Status[s.ID-1]; got != StatusDone {
+			t.Errorf("step %s: %s, want done", s, got)
 		}
 	}
-	want := p.Summary
-	want.Register = 0
-	if res.Done != want {
-		t.Errorf("done %+v, want %+v", res.Done, want)
+	if res.Done != p.Summary {
+		t.Errorf("done %+v, want %+v", res.Done, p.Summary)
 	}
+	if got := f.backends("lb1"); len(got) != 3 {
+		t.Errorf("lb1 backends %v, want the 3 members", got)
+	}
+	lists := 0
 	for _, e := range f.probe.entries() {
-		if e.what == "list" || (e.what == "begin" && e.op == "register") ||
-			(e.what == "event" && (e.op == string(plan.StepAwait) || e.op == string(plan.StepRegister))) {
-			t.Errorf("deferred work was done: %+v", e)
+		if e.what == "list" {
+			lists++
 		}
 	}
-	if len(f.backends("lb1")) != 0 || len(f.live("simulator")) != 2 {
-		t.Errorf("backends %v, live %v", f.backends("lb1"), f.live("simulator"))
-	}
-	if res.Count(StatusDeferred) != 4 || res.Errors() != nil {
-		t.Errorf("deferred %d, errors %v", res.Count(StatusDeferred), res.Errors())
+	if lists != 1 {
+		t.Errorf("the group was listed %d times, want once", lists)
 	}
 }

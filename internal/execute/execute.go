@@ -103,8 +103,13 @@ type Options struct {
 	PollMin, PollMax time.Duration
 	// Defer leaves awaits for later instead of waiting: they, and every
 	// step that depends on them, end Deferred. A watch pass must not
-	// wait; its next pass finds the new members running.
+	// wait; a later pass finds the new members running.
 	Defer bool
+	// Look, with Defer, gives a group's awaits one listing once all of
+	// them are handed over: those it answers are done (a member running
+	// as soon as it is made is registered by the run that made it), and
+	// only the rest end Deferred.
+	Look bool
 	// Progress, when set, receives an event per step finished, from one
 	// goroutine at a time.
 	Progress func(Event)

@@ -82,6 +82,8 @@ type result struct {
 	member group.Member         // a provision's
 	desc   instance.Description // an await's
 	stop   error                // a recorder error: the run stops
+	// deferred is set for awaits a Defer run's look did not answer.
+	deferred bool
 }
 
 func newRun(p *plan.Plan, b Bindings, rec Recorder, o Options) *run {
@@ -212,7 +214,7 @@ func (r *run) ready(ctx context.Context, id plan.StepID) {
 	s := r.steps[id-1]
 	switch s.Kind {
 	case plan.StepAwait:
-		if r.o.Defer {
+		if r.o.Defer && !r.o.Look {
 			r.end(ctx, []plan.StepID{id}, StatusDeferred, nil)
 			return
 		}
@@ -372,8 +374,11 @@ func (r *run) take(ctx context.Context, res result) {
 		r.halt(res.stop)
 	}
 	st := StatusDone
-	if res.err != nil {
+	switch {
+	case res.err != nil:
 		st = StatusFailed
+	case res.deferred:
+		st = StatusDeferred
 	}
 	for _, id := range res.ids {
 		switch r.steps[id-1].Kind {

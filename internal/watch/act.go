@@ -19,8 +19,8 @@ import (
 
 // A pass acts the way apply does: its decision (plan.GroupWork) becomes a
 // plan of the group and the followers of its members (plan.Compute with
-// the pass's scope), which the executor runs with awaits deferred: a pass
-// never waits for a new member to run. What the steps made and destroyed
+// the pass's scope), which the executor runs with awaits deferred after
+// one look: a pass never waits for a new member to run. What the steps made and destroyed
 // is recorded in the state by the pass, through the lease.
 
 // act plans and executes the pass's decision, holding the state lease, and
@@ -64,8 +64,13 @@ func (s *service) act(ctx context.Context, t *term, gs *groupState, spec groupSp
 	s.announce(gs, spec, w, log)
 	a := &actions{group: gs.name, provider: spec.cfg.Instance.Provider, log: log, rec: s.rec,
 		failed: func(method string, err error) { s.prov.failed(ctx, spec.cfg.Instance.Provider, method, err) }}
+	// The pass looks once for its new members (Look): one that runs at
+	// once is registered and authorized now, not by the pass it asks for.
+	// Not while a follower cannot be observed: a replacement found healthy
+	// would then take its old member away.
+	look := len(p.Unknown()) == 0
 	r := s.runner.Execute(ctx, p, spec.doc.Stack, discard{}, func(eo *execute.Options) {
-		eo.Defer = true
+		eo.Defer, eo.Look = true, look
 		eo.Progress = a.progress
 		eo.Parallelism = s.opts.Parallelism
 		eo.CallTimeout = s.opts.CallTimeout
