@@ -139,7 +139,7 @@ func TestCrashApply(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		w.killed(time.Duration(rng.IntN(1500))*time.Millisecond, "watch", "-interval", "100ms")
+		w.killed(time.Duration(rng.IntN(1500))*time.Millisecond, "watch", "-listen", "127.0.0.1:0", "-interval", "100ms")
 		check(applies+round, n, pets)
 	}
 	converge(applies+watches, n, want)

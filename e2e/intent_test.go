@@ -162,7 +162,7 @@ func TestFullDiskApplyKeepsItsIntent(t *testing.T) {
 	}
 
 	// A watch pass records the members it finds and destroys none.
-	cmd := exec.Command("nsenter", nsArgs(pid, w.dir, []string{"watch", "-interval", "100ms"})...)
+	cmd := exec.Command("nsenter", nsArgs(pid, w.dir, []string{"watch", "-listen", "127.0.0.1:0", "-interval", "100ms"})...)
 	cmd.Env = append(w.env, "INFRAKIT_LOG=info")
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
