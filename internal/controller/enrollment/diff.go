@@ -105,13 +105,19 @@ func DiffRendered(name string, source []group.Member, want Want, observed []nfs.
 		ch.Revoke = append(ch.Revoke, Revocation{Authorization: a, Reason: ReasonMemberGone})
 	}
 
-	slices.SortFunc(ch.Authorize, func(a, b nfs.Authorization) int { return cmp.Compare(a.SourceID, b.SourceID) })
-	slices.SortFunc(ch.Reauthorize, func(a, b Replacement) int { return cmp.Compare(a.New.SourceID, b.New.SourceID) })
-	slices.SortFunc(ch.Revoke, func(a, b Revocation) int {
+	ch.sort()
+	return ch
+}
+
+// sort puts each list of changes in member order, so that equal inputs
+// give equal changes.
+func (c *Changes) sort() {
+	slices.SortFunc(c.Authorize, func(a, b nfs.Authorization) int { return cmp.Compare(a.SourceID, b.SourceID) })
+	slices.SortFunc(c.Reauthorize, func(a, b Replacement) int { return cmp.Compare(a.New.SourceID, b.New.SourceID) })
+	slices.SortFunc(c.Revoke, func(a, b Revocation) int {
 		return cmp.Or(cmp.Compare(SourceOf(a.Authorization), SourceOf(b.Authorization)), cmp.Compare(a.Authorization.ID, b.Authorization.ID))
 	})
-	slices.SortFunc(ch.Failed, func(a, b RenderFailure) int { return cmp.Compare(a.Member, b.Member) })
-	return ch
+	slices.SortFunc(c.Failed, func(a, b RenderFailure) int { return cmp.Compare(a.Member, b.Member) })
 }
 
 // held splits the authorizations of members that left (one per member,

@@ -2,6 +2,8 @@ package store
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 
@@ -117,4 +119,56 @@ func retryEINTR(f func() (int, error)) (int, error) {
 			return n, err
 		}
 	}
+}
+
+// readCached returns the object, reusing primed's entry, or else prev's,
+// when the file is the same version. ok=false means it was removed since
+// the directory was read.
+func readCached[T any](s *Store, dirfd int, key Key, prev, primed map[string]cached[T]) (r cached[T], ok bool, err error) {
+	r, ok, _, err = readCachedFrom(s, dirfd, key, prev, primed)
+	return r, ok, err
+}
+
+// readCachedFrom is readCached that also reports whether it read the file.
+func readCachedFrom[T any](s *Store, dirfd int, key Key, prev, primed map[string]cached[T]) (r cached[T], ok, read bool, err error) {
+	name := key.Name + ext
+	p, hit := primed[key.Name]
+	if !hit {
+		p, hit = prev[key.Name]
+	}
+	if hit {
+		var st unix.Stat_t
+		err := unix.Fstatat(dirfd, name, &st, 0) // follows symlinks, as open does
+		if errors.Is(err, fs.ErrNotExist) {
+			return r, false, false, nil
+		}
+		if err != nil {
+			return r, false, false, fmt.Errorf("store: stat %s: %w", key, err)
+		}
+		if versionOf(&st) == p.version && !(p.kept && settled(p.version)) {
+			return p, true, false, nil
+		}
+	}
+	b, v, err := readFileVersionAt(dirfd, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return r, false, false, nil
+	case errors.Is(err, errNotRegular):
+		err = fmt.Errorf("%s (%s): %w: %v", key, s.Path(key), ErrCorrupt, err)
+	case err != nil:
+		return r, false, false, fmt.Errorf("store: read %s: %w", key, err)
+	default:
+		r.version = v
+		r.value, err = decodeObject[T](s, key, b)
+	}
+	if err != nil {
+		// Being rewritten in place, perhaps (rewriteWindow).
+		if p, hit := prev[key.Name]; hit && !p.corrupt && r.version != (version{}) && !settled(r.version) {
+			s.log.Debug("object file does not parse (being rewritten?); keeping its last value", "path", s.Path(key), "error", err)
+			return cached[T]{version: r.version, value: p.value, kept: true}, true, true, nil
+		}
+		r.corrupt = true
+		s.log.Warn("skipping corrupt object file", "path", s.Path(key), "error", err)
+	}
+	return r, true, true, nil
 }
