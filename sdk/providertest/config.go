@@ -53,7 +53,8 @@ type Config struct {
 	// ProviderConfig again after them.
 	InvalidProviderConfig []Invalid
 
-	// Timeout bounds each call to the provider; default 30s.
+	// Timeout bounds each call to the provider; default 30s. The
+	// concurrency check's 20 provisions at once get 5 times that together.
 	Timeout time.Duration
 	// EventTimeout bounds how long a Watch may take to report a change;
 	// default 5s.
