@@ -56,9 +56,6 @@ type poller struct {
 	// owns it): one of them no longer listed has vanished, even when it
 	// was listed before its await was handed over.
 	seen map[instance.ID]bool
-	// once (Options.Defer with Look) makes one listing, when the last
-	// await is in, and defers what it leaves.
-	once bool
 }
 
 // await hands an await to its group's poller, starting the poller first.
@@ -94,7 +91,7 @@ func (r *run) poller(ctx context.Context, s plan.Step, id instance.ID) *poller {
 			return nil
 		}
 		p = &poller{group: s.Group, g: g, props: r.needsProperties(s.Group), o: r.o, wake: make(chan struct{}, 1),
-			seen: map[instance.ID]bool{}, once: r.o.Defer && r.o.Look}
+			seen: map[instance.ID]bool{}}
 		r.pollers[s.Group] = p
 		r.wg.Add(1)
 		go func() {
@@ -164,7 +161,7 @@ func (p *poller) take() ([]*awaitReq, bool) {
 
 // loop polls until stop is closed or ctx ends, answering on out.
 func (p *poller) loop(ctx context.Context, out chan<- []result, stop <-chan struct{}) {
-	if p.once {
+	if p.o.Defer && p.o.Look {
 		p.look(ctx, out, stop)
 		return
 	}

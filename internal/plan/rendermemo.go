@@ -20,8 +20,8 @@ import (
 // is reused while its description (ID, logical ID, tags, properties,
 // address) and the target's expression and scope are what they were; the
 // entries of members no longer listed are dropped once they are a quarter
-// of the table (see nextTable). The zero value is ready; a nil *RenderMemo renders every
-// member. It is safe for concurrent use.
+// of the table (see nextTable). The zero value is ready; a nil *RenderMemo
+// renders every member. It is safe for concurrent use.
 type RenderMemo struct {
 	mu    sync.Mutex
 	seed  maphash.Seed

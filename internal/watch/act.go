@@ -20,8 +20,9 @@ import (
 // A pass acts the way apply does: its decision (plan.GroupWork) becomes a
 // plan of the group and the followers of its members (plan.Compute with
 // the pass's scope), which the executor runs with awaits deferred after
-// one look: a pass never waits for a new member to run. What the steps made and destroyed
-// is recorded in the state by the pass, through the lease.
+// one look: a pass never waits for a new member to run. What the steps
+// made and destroyed is recorded in the state by the pass, through the
+// lease.
 
 // act plans and executes the pass's decision, holding the state lease, and
 // records the group's members. It returns the members created and

@@ -122,15 +122,9 @@ func retryEINTR(f func() (int, error)) (int, error) {
 }
 
 // readCached returns the object, reusing primed's entry, or else prev's,
-// when the file is the same version. ok=false means it was removed since
-// the directory was read.
-func readCached[T any](s *Store, dirfd int, key Key, prev, primed map[string]cached[T]) (r cached[T], ok bool, err error) {
-	r, ok, _, err = readCachedFrom(s, dirfd, key, prev, primed)
-	return r, ok, err
-}
-
-// readCachedFrom is readCached that also reports whether it read the file.
-func readCachedFrom[T any](s *Store, dirfd int, key Key, prev, primed map[string]cached[T]) (r cached[T], ok, read bool, err error) {
+// when the file is the same version, and whether it read the file.
+// ok=false means it was removed since the directory was read.
+func readCached[T any](s *Store, dirfd int, key Key, prev, primed map[string]cached[T]) (r cached[T], ok, read bool, err error) {
 	name := key.Name + ext
 	p, hit := primed[key.Name]
 	if !hit {

@@ -29,7 +29,7 @@ import (
 // A Cache writes it after a full listing that read indexMinReads files or
 // more: the listing that had to read them pays once for the next
 // processes. gob encodes the objects, about ten times cheaper to decode
-// than JSON; an object it would not give back equal (an empty map comes
+// than JSON; an object it would not give back equal (an empty slice comes
 // back nil) is left out and read from its file.
 
 const (

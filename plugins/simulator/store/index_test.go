@@ -20,7 +20,7 @@ type indexed struct {
 // Cache) and returns the objects and how many files it read.
 func listFresh(t *testing.T, s *Store) ([]Object[indexed], int) {
 	t.Helper()
-	snap, reads, err := listFullCounted(context.Background(), s, "c", loadIndex[indexed](s, "c"), nil)
+	snap, reads, err := listFull(context.Background(), s, "c", loadIndex[indexed](s, "c"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

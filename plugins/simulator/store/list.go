@@ -139,7 +139,7 @@ type Cache[T any] struct {
 // half-written edit) are skipped with a warning, never an error, so one bad
 // file cannot take the provider down. A missing collection is empty.
 func List[T any](ctx context.Context, s *Store, collection string) ([]Object[T], error) {
-	snap, err := listFull[T](ctx, s, collection, nil, nil)
+	snap, _, err := listFull[T](ctx, s, collection, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +282,7 @@ func (c *Cache[T]) refresh(ctx context.Context, s *Store, collection string) (*s
 	} else {
 		prev = loadIndex[T](s, collection)
 	}
-	snap, reads, err := listFullCounted(ctx, s, collection, prev, primed)
+	snap, reads, err := listFull(ctx, s, collection, prev, primed)
 	if err != nil {
 		c.stopWatch()
 		return nil, err
@@ -323,7 +323,7 @@ func (c *Cache[T]) apply(ctx context.Context, s *Store, collection string, old *
 	}
 	added, removed, modified := false, false, false
 	for name := range changed {
-		r, ok, err := readCached(s, dirfd, Key{Collection: collection, Name: name}, old.files, primed)
+		r, ok, _, err := readCached(s, dirfd, Key{Collection: collection, Name: name}, old.files, primed)
 		if err != nil {
 			return nil, err
 		}
@@ -383,14 +383,8 @@ func sameListing[T any](a, b *snapshot[T]) bool {
 
 // listFull lists a collection, stat'ing every file and reading those whose
 // version differs from prev's or primed's (all of them when both are nil),
-// with a few workers.
-func listFull[T any](ctx context.Context, s *Store, collection string, prev, primed map[string]cached[T]) (*snapshot[T], error) {
-	snap, _, err := listFullCounted(ctx, s, collection, prev, primed)
-	return snap, err
-}
-
-// listFullCounted is listFull that also counts the files it read.
-func listFullCounted[T any](ctx context.Context, s *Store, collection string, prev, primed map[string]cached[T]) (*snapshot[T], int, error) {
+// with a few workers; it also counts the files it read.
+func listFull[T any](ctx context.Context, s *Store, collection string, prev, primed map[string]cached[T]) (*snapshot[T], int, error) {
 	dir, names, err := s.openCollection(collection)
 	if err != nil {
 		return nil, 0, err
@@ -418,7 +412,7 @@ func listFullCounted[T any](ctx context.Context, s *Store, collection string, pr
 					return
 				}
 				key := Key{Collection: collection, Name: names[i]}
-				r, ok, read, err := readCachedFrom(s, dirfd, key, prev, primed)
+				r, ok, read, err := readCached(s, dirfd, key, prev, primed)
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
