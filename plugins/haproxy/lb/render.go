@@ -99,8 +99,8 @@ func render(in renderInput, servers bool) []byte {
 	w("    timeout server 1m")
 	w("    timeout tunnel 1h")
 	// A backend that refuses the connection (stopped, not yet listening)
-	// costs a retry on another server, not a failed request.
-	w("    retries 3")
+	// costs a retry on another server, not a failed request; each backend
+	// section sets how many (retriesOf).
 	w("    option redispatch 1")
 	for _, name := range in.Record.names() {
 		l := in.Record.LoadBalancers[name]
@@ -192,10 +192,10 @@ func renderRoute(w func(string, ...any), in renderInput, name string, l *LB, rt 
 const maxRetries = 15
 
 // retriesOf is a backend section's `retries`: enough to try each of its
-// slots once (up to maxRetries), and at least the defaults' 3. A scale-up
-// registers its new members a moment before they listen; with 5 of 6
-// servers refusing, the defaults' 3 retries (each redispatched to the next
-// server) failed requests that a retry more would have served.
+// slots once (up to maxRetries), and at least 3. A scale-up registers its
+// new members a moment before they listen; with 5 of 6 servers refusing,
+// 3 retries (each redispatched to the next server) failed requests that a
+// retry more would have served.
 func retriesOf(slots int) int {
 	return min(max(slots-1, 3), maxRetries)
 }
