@@ -135,18 +135,15 @@ func TestAwaitFailures(t *testing.T) {
 					t.Errorf("failure %v, want an await failing with %q", fl, tc.want)
 				}
 			}
-			for _, s := range p.Steps {
-				want := StatusDone
+			checkStatuses(t, p, res, func(s plan.Step) Status {
 				switch s.Kind {
 				case plan.StepAwait:
-					want = StatusFailed
+					return StatusFailed
 				case plan.StepRegister:
-					want = StatusSkipped
+					return StatusSkipped
 				}
-				if got := res.Status[s.ID-1]; got != want {
-					t.Errorf("step %s: %s, want %s", s, got, want)
-				}
-			}
+				return StatusDone
+			})
 			if regs := calls(f.probe.entries(), "register"); len(regs) > 0 {
 				t.Errorf("registered %v", regs)
 			}
@@ -171,15 +168,12 @@ func TestDeferEndsAwaitsAndDependentsDeferred(t *testing.T) {
 				t.Fatalf("run: %v %v", res.Err, res.Errors())
 			}
 			checkCounts(t, p, res)
-			for _, s := range p.Steps {
-				want := StatusDone
+			checkStatuses(t, p, res, func(s plan.Step) Status {
 				if s.Kind == plan.StepAwait || s.Kind == plan.StepRegister {
-					want = StatusDeferred
+					return StatusDeferred
 				}
-				if got := res.Status[s.ID-1]; got != want {
-					t.Errorf("step %s: %s, want %s", s, got, want)
-				}
-			}
+				return StatusDone
+			})
 			want := p.Summary
 			want.Register = 0
 			if res.Done != want {
@@ -217,11 +211,7 @@ func TestDeferRegistersMembersRunningAtOnce(t *testing.T) {
 	if res.Err != nil || len(res.Failed) > 0 {
 		t.Fatalf("run: %v %v", res.Err, res.Errors())
 	}
-	for _, s := range p.Steps {
-		if got := res.Status[s.ID-1]; got != StatusDone {
-			t.Errorf("step %s: %s, want done", s, got)
-		}
-	}
+	checkStatuses(t, p, res, func(plan.Step) Status { return StatusDone })
 	if res.Done != p.Summary {
 		t.Errorf("done %+v, want %+v", res.Done, p.Summary)
 	}

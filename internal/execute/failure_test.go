@@ -117,18 +117,15 @@ func TestFailedStepSkipsExactlyItsDependents(t *testing.T) {
 	if skippedEvents != len(skipped) {
 		t.Errorf("%d skipped events for %d skipped steps", skippedEvents, len(skipped))
 	}
-	for _, s := range p.Steps {
-		want := StatusDone
+	checkStatuses(t, p, res, func(s plan.Step) Status {
 		switch {
 		case failing[s.ID]:
-			want = StatusFailed
+			return StatusFailed
 		case skipped[s.ID]:
-			want = StatusSkipped
+			return StatusSkipped
 		}
-		if got := res.Status[s.ID-1]; got != want {
-			t.Errorf("step %s: %s, want %s", s, got, want)
-		}
-	}
+		return StatusDone
+	})
 	if len(res.Failed) != 2 {
 		t.Errorf("failures %v, want the 2 provisions", res.Errors())
 	}
@@ -292,15 +289,12 @@ func TestCancelDuringDrainDelay(t *testing.T) {
 		t.Errorf("run error %v, want context.Canceled", res.Err)
 	}
 	checkCounts(t, p, res)
-	for _, s := range p.Steps {
-		want := StatusDone
+	checkStatuses(t, p, res, func(s plan.Step) Status {
 		if s.Kind == plan.StepDrain || s.Kind == plan.StepDestroy {
-			want = StatusNotRun
+			return StatusNotRun
 		}
-		if got := res.Status[s.ID-1]; got != want {
-			t.Errorf("step %s: %s, want %s", s, got, want)
-		}
-	}
+		return StatusDone
+	})
 	if _, ok := f.live("simulator")[leaving]; !ok {
 		t.Errorf("%s was destroyed", leaving)
 	}

@@ -425,6 +425,16 @@ func doneSteps(p *plan.Plan, res *Result) []plan.Step {
 
 // checkCounts checks that res.Done counts exactly the steps res reports
 // done, and that every step ended.
+// checkStatuses checks that each step of p ended as want says.
+func checkStatuses(t *testing.T, p *plan.Plan, res *Result, want func(plan.Step) Status) {
+	t.Helper()
+	for _, s := range p.Steps {
+		if got, want := res.Status[s.ID-1], want(s); got != want {
+			t.Errorf("step %s: %s, want %s", s, got, want)
+		}
+	}
+}
+
 func checkCounts(t *testing.T, p *plan.Plan, res *Result) {
 	t.Helper()
 	if got, want := res.Done, plan.CountSteps(doneSteps(p, res)); got != want {
