@@ -67,6 +67,16 @@ type Plugin interface {
 	DescribeInstances(ctx context.Context, tags map[string]string, withProperties bool) ([]Description, error)
 }
 
+// DescribingProvisioner is a Plugin that says, as it provisions, how the
+// new instance stands: its Description as a listing right after would give
+// it, properties included. A host takes an instance described running as
+// ready at once, where it would otherwise list the group until it runs;
+// one described otherwise (pending, or with no State) is listed for as
+// before. Tags may be left nil when they are the spec's.
+type DescribingProvisioner interface {
+	ProvisionDescribed(ctx context.Context, spec Spec) (Description, error)
+}
+
 // DestroyReason says why an instance is destroyed, so providers can log it.
 type DestroyReason string
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,12 +39,34 @@ func (x instanceServer) Provision(ctx context.Context, req *pb.InstanceProvision
 	if err != nil {
 		return nil, err
 	}
-	id, err := p.Provision(ctx, specFromProto(req.GetSpec()))
+	spec := specFromProto(req.GetSpec())
+	dp, ok := p.(instance.DescribingProvisioner)
+	if !ok {
+		id, err := p.Provision(ctx, spec)
+		diags, err := diagnosticsOrStatus(err)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.InstanceProvisionResponse{Id: string(id), Diagnostics: diags}, nil
+	}
+	d, err := dp.ProvisionDescribed(ctx, spec)
 	diags, err := diagnosticsOrStatus(err)
 	if err != nil {
 		return nil, err
 	}
-	return &pb.InstanceProvisionResponse{Id: string(id), Diagnostics: diags}, nil
+	resp := &pb.InstanceProvisionResponse{Id: string(d.ID), Diagnostics: diags}
+	if d.ID == "" {
+		return resp, nil
+	}
+	if maps.Equal(d.Tags, spec.Tags) {
+		d.Tags = nil // the host has them (see the response's instance field)
+	}
+	if resp.Instance, err = descriptionToProto(d); err != nil {
+		// The instance exists: its ID must reach the host, which lists for
+		// the rest (and is told there what is wrong with it).
+		x.s.logger.Warn("provisioned instance described wrongly; answering its ID only", "id", d.ID, "error", err)
+	}
+	return resp, nil
 }
 
 func (x instanceServer) Label(ctx context.Context, req *pb.InstanceLabelRequest) (*pb.InstanceLabelResponse, error) {
@@ -145,6 +169,8 @@ type instanceClient struct {
 var (
 	_ instance.Plugin  = instanceClient{}
 	_ instance.Watcher = instanceClient{}
+
+	_ instance.DescribingProvisioner = instanceClient{}
 )
 
 func (x instanceClient) Validate(ctx context.Context, properties json.RawMessage) error {
@@ -153,14 +179,40 @@ func (x instanceClient) Validate(ctx context.Context, properties json.RawMessage
 }
 
 func (x instanceClient) Provision(ctx context.Context, spec instance.Spec) (instance.ID, error) {
+	d, err := x.ProvisionDescribed(ctx, spec)
+	return d.ID, err
+}
+
+// ProvisionDescribed returns the new instance as the provider described it
+// in its answer, tags defaulting to the spec's; from a provider that
+// described nothing (one that predates the field, or does not know), only
+// its ID, with no State.
+func (x instanceClient) ProvisionDescribed(ctx context.Context, spec instance.Spec) (instance.Description, error) {
 	resp, err := x.c.instances.Provision(ctx, &pb.InstanceProvisionRequest{Type: x.typ, Spec: specToProto(spec)})
 	if err := x.c.check(ctx, "Provision", err, resp.GetDiagnostics()); err != nil {
-		return "", err
+		return instance.Description{}, err
 	}
-	if resp.GetId() == "" {
-		return "", x.c.fail("Provision", errors.New("provider returned no instance ID"))
+	id := instance.ID(resp.GetId())
+	if id == "" {
+		return instance.Description{}, x.c.fail("Provision", errors.New("provider returned no instance ID"))
 	}
-	return instance.ID(resp.GetId()), nil
+	pd := resp.GetInstance()
+	if pd == nil {
+		return instance.Description{ID: id}, nil
+	}
+	d, err := descriptionFromProto(pd)
+	if err == nil && d.ID != id {
+		err = fmt.Errorf("provider described instance %q as %q", id, d.ID)
+	}
+	if err != nil {
+		// The instance exists: keep its ID, and list for the rest.
+		x.c.logger.Warn("Provision: ignoring the description of a new instance", "id", id, "error", err)
+		return instance.Description{ID: id}, nil
+	}
+	if len(d.Tags) == 0 {
+		d.Tags = spec.Tags
+	}
+	return d, nil
 }
 
 func (x instanceClient) Label(ctx context.Context, id instance.ID, tags map[string]string) error {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -290,4 +291,30 @@ func checkSchema(s provider.Schema, raw json.RawMessage) []error {
 		}
 	}
 	return errs
+}
+
+// checkMadeAsListed checks that an instance described as it was made (a
+// State says it was) is what a listing with properties right after shows,
+// but for a state that moved on: a host takes one described running as
+// ready without listing it.
+func checkMadeAsListed(made, listed instance.Description) error {
+	if made.State == "" {
+		return nil
+	}
+	switch {
+	case made.ID != listed.ID:
+		return fmt.Errorf("ProvisionDescribed: described instance %q, listed %q", made.ID, listed.ID)
+	case made.State == instance.StateRunning && listed.State != instance.StateRunning:
+		return fmt.Errorf("ProvisionDescribed: instance %q described running, then listed %s", made.ID, listed.State)
+	case made.Address != listed.Address:
+		return fmt.Errorf("ProvisionDescribed: instance %q described at address %q, listed at %q", made.ID, made.Address, listed.Address)
+	case !reflect.DeepEqual(made.LogicalID, listed.LogicalID):
+		return fmt.Errorf("ProvisionDescribed: instance %q described with logical ID %v, listed with %v", made.ID, made.LogicalID, listed.LogicalID)
+	case !maps.Equal(made.Tags, listed.Tags):
+		return fmt.Errorf("ProvisionDescribed: instance %q described with tags %v, listed with %v", made.ID, made.Tags, listed.Tags)
+	}
+	if eq, err := jsonEqual(made.Properties, listed.Properties); err != nil || !eq {
+		return fmt.Errorf("ProvisionDescribed: instance %q described with properties %s, listed with %s (%v)", made.ID, made.Properties, listed.Properties, err)
+	}
+	return nil
 }

@@ -57,7 +57,7 @@ func (s *suite) testInstanceLifecycle(t *testing.T, p instance.Plugin, c Instanc
 	tags := s.tags()
 	lid := instance.LogicalID("providertest-" + tags[TagCase])
 	spec := instance.Spec{Properties: c.Valid, Tags: tags, Init: "echo providertest", LogicalID: &lid}
-	id := s.provision(t, p, spec)
+	id, made := s.provisionDescribed(t, p, spec)
 
 	ds := s.describe(t, p, tags, false)
 	if err := checkDescribed(ds, id, spec); err != nil {
@@ -73,6 +73,9 @@ func (s *suite) testInstanceLifecycle(t *testing.T, p instance.Plugin, c Instanc
 	}
 	if err := jsonObject(withProps[0].Properties); err != nil {
 		t.Errorf("describe with properties: instance %q: %v", id, err)
+	}
+	if err := checkMadeAsListed(made, withProps[0]); err != nil {
+		t.Error(err)
 	}
 
 	// Filtering: a subset of the tags matches, a tag it lacks or a tag with
@@ -315,6 +318,35 @@ func (s *suite) provision(t *testing.T, p instance.Plugin, spec instance.Spec) i
 		}
 	})
 	return id
+}
+
+// provisionDescribed is provision through ProvisionDescribed when p has
+// it, returning the description too (only an ID when p has not, or
+// described nothing).
+func (s *suite) provisionDescribed(t *testing.T, p instance.Plugin, spec instance.Spec) (instance.ID, instance.Description) {
+	t.Helper()
+	dp, ok := p.(instance.DescribingProvisioner)
+	if !ok {
+		id := s.provision(t, p, spec)
+		return id, instance.Description{ID: id}
+	}
+	ctx, cancel := s.ctx(t)
+	defer cancel()
+	d, err := dp.ProvisionDescribed(ctx, spec)
+	if err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	if d.ID == "" {
+		t.Fatal("provision returned an empty ID")
+	}
+	t.Cleanup(func() {
+		ctx, cancel := s.cleanupCtx()
+		defer cancel()
+		if err := p.Destroy(ctx, d.ID, instance.ReasonTerminate); err != nil {
+			t.Errorf("cleanup: destroy %q: %v", d.ID, err)
+		}
+	})
+	return d.ID, d
 }
 
 func (s *suite) describe(t *testing.T, p instance.Plugin, tags map[string]string, withProperties bool) []instance.Description {

@@ -52,6 +52,8 @@ type Instances struct {
 var (
 	_ instance.Plugin  = (*Instances)(nil)
 	_ instance.Watcher = (*Instances)(nil)
+
+	_ instance.DescribingProvisioner = (*Instances)(nil)
 )
 
 // Validate accepts any JSON object (or nothing): properties are free-form and
@@ -63,15 +65,23 @@ func (p *Instances) Validate(ctx context.Context, properties json.RawMessage) er
 // Provision writes a new instance file and returns its ID. The instance is
 // pending for the provision delay, then running.
 func (p *Instances) Provision(ctx context.Context, spec instance.Spec) (instance.ID, error) {
+	d, err := p.ProvisionDescribed(ctx, spec)
+	return d.ID, err
+}
+
+// ProvisionDescribed is Provision answering with the instance as a listing
+// right after would describe it (running at once without a provision delay),
+// properties included.
+func (p *Instances) ProvisionDescribed(ctx context.Context, spec instance.Spec) (instance.Description, error) {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return instance.Description{}, err
 	}
 	if err := validateObject(spec.Properties); err != nil {
-		return "", err
+		return instance.Description{}, err
 	}
 	cfg := p.sim.cfg
 	if cfg.FailureRate > 0 && cfg.Rand() < cfg.FailureRate {
-		return "", fmt.Errorf("simulated provision failure of a %s instance (%s=%g)", p.typ, EnvFailureRate, cfg.FailureRate)
+		return instance.Description{}, fmt.Errorf("simulated provision failure of a %s instance (%s=%g)", p.typ, EnvFailureRate, cfg.FailureRate)
 	}
 	now := cfg.Now().UTC()
 	rec := instanceRecord{
@@ -95,15 +105,15 @@ func (p *Instances) Provision(ctx context.Context, spec instance.Spec) (instance
 		// of them could both take the last slot.
 		unlock, err := p.sim.store.Lock(ctx, store.Key{Collection: p.collection, Name: ".capacity"})
 		if err != nil {
-			return "", err
+			return instance.Description{}, err
 		}
 		defer unlock()
 		names, err := p.sim.store.Names(p.collection)
 		if err != nil {
-			return "", err
+			return instance.Description{}, err
 		}
 		if len(names) >= cfg.Capacity {
-			return "", fmt.Errorf("out of capacity: %d of %d %s instances exist (%s)", len(names), cfg.Capacity, p.typ, EnvCapacity)
+			return instance.Description{}, fmt.Errorf("out of capacity: %d of %d %s instances exist (%s)", len(names), cfg.Capacity, p.typ, EnvCapacity)
 		}
 	}
 	// IDs are random; Create never replaces, so a collision (with another
@@ -111,7 +121,7 @@ func (p *Instances) Provision(ctx context.Context, spec instance.Spec) (instance
 	for attempt := 0; ; attempt++ {
 		id, err := newID(p.typ)
 		if err != nil {
-			return "", err
+			return instance.Description{}, err
 		}
 		rec.ID = id
 		rec.Address = address(instance.ID(id), spec.LogicalID)
@@ -120,9 +130,9 @@ func (p *Instances) Provision(ctx context.Context, spec instance.Spec) (instance
 			continue
 		}
 		if err != nil {
-			return "", fmt.Errorf("provision %s instance: %w", p.typ, err)
+			return instance.Description{}, fmt.Errorf("provision %s instance: %w", p.typ, err)
 		}
-		return instance.ID(id), nil
+		return describe(id, rec, now, true), nil
 	}
 }
 

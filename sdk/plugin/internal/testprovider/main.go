@@ -131,14 +131,21 @@ func (p *instances) Validate(_ context.Context, properties json.RawMessage) erro
 	return validate(properties)
 }
 
-func (p *instances) Provision(_ context.Context, spec instance.Spec) (instance.ID, error) {
+func (p *instances) Provision(ctx context.Context, spec instance.Spec) (instance.ID, error) {
+	d, err := p.ProvisionDescribed(ctx, spec)
+	return d.ID, err
+}
+
+// ProvisionDescribed describes what it made ("nowatch" hides it, as a
+// provider that predates it would).
+func (p *instances) ProvisionDescribed(_ context.Context, spec instance.Spec) (instance.Description, error) {
 	switch spec.Tags["fail"] {
 	case "plain":
-		return "", errors.New("capacity exhausted")
+		return instance.Description{}, errors.New("capacity exhausted")
 	case "unsupported":
-		return "", fmt.Errorf("attachments: %w", errors.ErrUnsupported)
+		return instance.Description{}, fmt.Errorf("attachments: %w", errors.ErrUnsupported)
 	case "noid":
-		return "", nil
+		return instance.Description{}, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -154,10 +161,13 @@ func (p *instances) Provision(_ context.Context, spec instance.Spec) (instance.I
 	if spec.Tags["fail"] == "state" {
 		d.State = "booting"
 	}
+	if spec.Tags["tag"] == "added" {
+		d.Tags["added"] = "by the provider" // not the spec's: described in full
+	}
 	p.byID[d.ID] = d
 	p.logger.Info("provisioned", "id", d.ID)
 	p.notify(instance.Event{Type: instance.EventChanged, ID: d.ID, Instance: &d})
-	return d.ID, nil
+	return d, nil
 }
 
 func (p *instances) Label(_ context.Context, id instance.ID, tags map[string]string) error {

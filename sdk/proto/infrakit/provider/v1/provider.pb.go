@@ -1109,9 +1109,17 @@ func (x *InstanceProvisionRequest) GetSpec() *InstanceSpec {
 }
 
 type InstanceProvisionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Diagnostics   []*Diagnostic          `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Diagnostics []*Diagnostic          `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	// The new instance as a listing would describe it right after it was
+	// made, properties included, when the provider knows that much at once
+	// (the simulator writes it; a cloud's create call answers with the
+	// machine): the host takes one described running as ready, with no
+	// listing to wait for. Its tags may be left out when they are the spec's.
+	// Unset by providers that predate the field or do not know; the host
+	// then lists until the instance runs.
+	Instance      *InstanceDescription `protobuf:"bytes,3,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1156,6 +1164,13 @@ func (x *InstanceProvisionResponse) GetId() string {
 func (x *InstanceProvisionResponse) GetDiagnostics() []*Diagnostic {
 	if x != nil {
 		return x.Diagnostics
+	}
+	return nil
+}
+
+func (x *InstanceProvisionResponse) GetInstance() *InstanceDescription {
+	if x != nil {
+		return x.Instance
 	}
 	return nil
 }
@@ -3945,10 +3960,11 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\vdiagnostics\x18\x01 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"f\n" +
 	"\x18InstanceProvisionRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x126\n" +
-	"\x04spec\x18\x02 \x01(\v2\".infrakit.provider.v1.InstanceSpecR\x04spec\"o\n" +
+	"\x04spec\x18\x02 \x01(\v2\".infrakit.provider.v1.InstanceSpecR\x04spec\"\xb6\x01\n" +
 	"\x19InstanceProvisionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12B\n" +
-	"\vdiagnostics\x18\x02 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"\xbd\x01\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\x12E\n" +
+	"\binstance\x18\x03 \x01(\v2).infrakit.provider.v1.InstanceDescriptionR\binstance\"\xbd\x01\n" +
 	"\x14InstanceLabelRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12H\n" +
@@ -4310,112 +4326,113 @@ var file_infrakit_provider_v1_provider_proto_depIdxs = []int32{
 	5,  // 12: infrakit.provider.v1.InstanceValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
 	7,  // 13: infrakit.provider.v1.InstanceProvisionRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
 	5,  // 14: infrakit.provider.v1.InstanceProvisionResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	72, // 15: infrakit.provider.v1.InstanceLabelRequest.tags:type_name -> infrakit.provider.v1.InstanceLabelRequest.TagsEntry
-	5,  // 16: infrakit.provider.v1.InstanceLabelResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 17: infrakit.provider.v1.InstanceDestroyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	73, // 18: infrakit.provider.v1.InstanceDescribeInstancesRequest.tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
-	8,  // 19: infrakit.provider.v1.InstanceDescribeInstancesResponse.instances:type_name -> infrakit.provider.v1.InstanceDescription
-	5,  // 20: infrakit.provider.v1.InstanceDescribeInstancesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	74, // 21: infrakit.provider.v1.InstanceDescribeInstancesResponse.common_tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
-	75, // 22: infrakit.provider.v1.InstanceWatchRequest.tags:type_name -> infrakit.provider.v1.InstanceWatchRequest.TagsEntry
-	9,  // 23: infrakit.provider.v1.InstanceWatchResponse.event:type_name -> infrakit.provider.v1.InstanceEvent
-	5,  // 24: infrakit.provider.v1.InstanceWatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	28, // 25: infrakit.provider.v1.FlavorValidateRequest.allocation:type_name -> infrakit.provider.v1.Allocation
-	5,  // 26: infrakit.provider.v1.FlavorValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	7,  // 27: infrakit.provider.v1.FlavorPrepareRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
-	28, // 28: infrakit.provider.v1.FlavorPrepareRequest.allocation:type_name -> infrakit.provider.v1.Allocation
-	29, // 29: infrakit.provider.v1.FlavorPrepareRequest.index:type_name -> infrakit.provider.v1.Index
-	7,  // 30: infrakit.provider.v1.FlavorPrepareResponse.spec:type_name -> infrakit.provider.v1.InstanceSpec
-	5,  // 31: infrakit.provider.v1.FlavorPrepareResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 32: infrakit.provider.v1.FlavorHealthyRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	2,  // 33: infrakit.provider.v1.FlavorHealthyResponse.health:type_name -> infrakit.provider.v1.Health
-	5,  // 34: infrakit.provider.v1.FlavorHealthyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 35: infrakit.provider.v1.FlavorHealthyBatchRequest.instances:type_name -> infrakit.provider.v1.InstanceDescription
-	76, // 36: infrakit.provider.v1.FlavorHealthyBatchRequest.common_tags:type_name -> infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
-	2,  // 37: infrakit.provider.v1.FlavorHealthyBatchResponse.health:type_name -> infrakit.provider.v1.Health
-	5,  // 38: infrakit.provider.v1.FlavorHealthyBatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 39: infrakit.provider.v1.FlavorDrainRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	5,  // 40: infrakit.provider.v1.FlavorDrainResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	78, // 41: infrakit.provider.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	78, // 42: infrakit.provider.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	40, // 43: infrakit.provider.v1.LoadBalancerRoutesResponse.routes:type_name -> infrakit.provider.v1.Route
-	5,  // 44: infrakit.provider.v1.LoadBalancerRoutesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	40, // 45: infrakit.provider.v1.LoadBalancerPublishRequest.route:type_name -> infrakit.provider.v1.Route
-	5,  // 46: infrakit.provider.v1.LoadBalancerPublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 47: infrakit.provider.v1.LoadBalancerUnpublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	41, // 48: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest.health_check:type_name -> infrakit.provider.v1.HealthCheck
-	5,  // 49: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	42, // 50: infrakit.provider.v1.LoadBalancerBackendsResponse.backends:type_name -> infrakit.provider.v1.Backend
-	5,  // 51: infrakit.provider.v1.LoadBalancerBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	42, // 52: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest.backends:type_name -> infrakit.provider.v1.Backend
-	5,  // 53: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 54: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	77, // 55: infrakit.provider.v1.Authorization.tags:type_name -> infrakit.provider.v1.Authorization.TagsEntry
-	5,  // 56: infrakit.provider.v1.AuthorizerValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	57, // 57: infrakit.provider.v1.AuthorizerDescribeResponse.authorizations:type_name -> infrakit.provider.v1.Authorization
-	5,  // 58: infrakit.provider.v1.AuthorizerDescribeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	57, // 59: infrakit.provider.v1.AuthorizerAuthorizeRequest.authorization:type_name -> infrakit.provider.v1.Authorization
-	5,  // 60: infrakit.provider.v1.AuthorizerAuthorizeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 61: infrakit.provider.v1.AuthorizerRevokeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	79, // 62: infrakit.provider.v1.MetricsQueryRequest.time:type_name -> google.protobuf.Timestamp
-	79, // 63: infrakit.provider.v1.MetricsQueryResponse.time:type_name -> google.protobuf.Timestamp
-	5,  // 64: infrakit.provider.v1.MetricsQueryResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	70, // 65: infrakit.provider.v1.Schema.AttributesEntry.value:type_name -> infrakit.provider.v1.Schema.Attribute
-	12, // 66: infrakit.provider.v1.Provider.Metadata:input_type -> infrakit.provider.v1.ProviderMetadataRequest
-	14, // 67: infrakit.provider.v1.Provider.Configure:input_type -> infrakit.provider.v1.ProviderConfigureRequest
-	16, // 68: infrakit.provider.v1.Instance.Validate:input_type -> infrakit.provider.v1.InstanceValidateRequest
-	18, // 69: infrakit.provider.v1.Instance.Provision:input_type -> infrakit.provider.v1.InstanceProvisionRequest
-	20, // 70: infrakit.provider.v1.Instance.Label:input_type -> infrakit.provider.v1.InstanceLabelRequest
-	22, // 71: infrakit.provider.v1.Instance.Destroy:input_type -> infrakit.provider.v1.InstanceDestroyRequest
-	24, // 72: infrakit.provider.v1.Instance.DescribeInstances:input_type -> infrakit.provider.v1.InstanceDescribeInstancesRequest
-	26, // 73: infrakit.provider.v1.Instance.Watch:input_type -> infrakit.provider.v1.InstanceWatchRequest
-	30, // 74: infrakit.provider.v1.Flavor.Validate:input_type -> infrakit.provider.v1.FlavorValidateRequest
-	32, // 75: infrakit.provider.v1.Flavor.Prepare:input_type -> infrakit.provider.v1.FlavorPrepareRequest
-	34, // 76: infrakit.provider.v1.Flavor.Healthy:input_type -> infrakit.provider.v1.FlavorHealthyRequest
-	38, // 77: infrakit.provider.v1.Flavor.Drain:input_type -> infrakit.provider.v1.FlavorDrainRequest
-	36, // 78: infrakit.provider.v1.Flavor.HealthyBatch:input_type -> infrakit.provider.v1.FlavorHealthyBatchRequest
-	43, // 79: infrakit.provider.v1.LoadBalancer.Routes:input_type -> infrakit.provider.v1.LoadBalancerRoutesRequest
-	45, // 80: infrakit.provider.v1.LoadBalancer.Publish:input_type -> infrakit.provider.v1.LoadBalancerPublishRequest
-	47, // 81: infrakit.provider.v1.LoadBalancer.Unpublish:input_type -> infrakit.provider.v1.LoadBalancerUnpublishRequest
-	49, // 82: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:input_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
-	51, // 83: infrakit.provider.v1.LoadBalancer.Backends:input_type -> infrakit.provider.v1.LoadBalancerBackendsRequest
-	53, // 84: infrakit.provider.v1.LoadBalancer.RegisterBackends:input_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
-	55, // 85: infrakit.provider.v1.LoadBalancer.DeregisterBackends:input_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
-	58, // 86: infrakit.provider.v1.Authorizer.Validate:input_type -> infrakit.provider.v1.AuthorizerValidateRequest
-	60, // 87: infrakit.provider.v1.Authorizer.Describe:input_type -> infrakit.provider.v1.AuthorizerDescribeRequest
-	62, // 88: infrakit.provider.v1.Authorizer.Authorize:input_type -> infrakit.provider.v1.AuthorizerAuthorizeRequest
-	64, // 89: infrakit.provider.v1.Authorizer.Revoke:input_type -> infrakit.provider.v1.AuthorizerRevokeRequest
-	66, // 90: infrakit.provider.v1.Metrics.Query:input_type -> infrakit.provider.v1.MetricsQueryRequest
-	13, // 91: infrakit.provider.v1.Provider.Metadata:output_type -> infrakit.provider.v1.ProviderMetadataResponse
-	15, // 92: infrakit.provider.v1.Provider.Configure:output_type -> infrakit.provider.v1.ProviderConfigureResponse
-	17, // 93: infrakit.provider.v1.Instance.Validate:output_type -> infrakit.provider.v1.InstanceValidateResponse
-	19, // 94: infrakit.provider.v1.Instance.Provision:output_type -> infrakit.provider.v1.InstanceProvisionResponse
-	21, // 95: infrakit.provider.v1.Instance.Label:output_type -> infrakit.provider.v1.InstanceLabelResponse
-	23, // 96: infrakit.provider.v1.Instance.Destroy:output_type -> infrakit.provider.v1.InstanceDestroyResponse
-	25, // 97: infrakit.provider.v1.Instance.DescribeInstances:output_type -> infrakit.provider.v1.InstanceDescribeInstancesResponse
-	27, // 98: infrakit.provider.v1.Instance.Watch:output_type -> infrakit.provider.v1.InstanceWatchResponse
-	31, // 99: infrakit.provider.v1.Flavor.Validate:output_type -> infrakit.provider.v1.FlavorValidateResponse
-	33, // 100: infrakit.provider.v1.Flavor.Prepare:output_type -> infrakit.provider.v1.FlavorPrepareResponse
-	35, // 101: infrakit.provider.v1.Flavor.Healthy:output_type -> infrakit.provider.v1.FlavorHealthyResponse
-	39, // 102: infrakit.provider.v1.Flavor.Drain:output_type -> infrakit.provider.v1.FlavorDrainResponse
-	37, // 103: infrakit.provider.v1.Flavor.HealthyBatch:output_type -> infrakit.provider.v1.FlavorHealthyBatchResponse
-	44, // 104: infrakit.provider.v1.LoadBalancer.Routes:output_type -> infrakit.provider.v1.LoadBalancerRoutesResponse
-	46, // 105: infrakit.provider.v1.LoadBalancer.Publish:output_type -> infrakit.provider.v1.LoadBalancerPublishResponse
-	48, // 106: infrakit.provider.v1.LoadBalancer.Unpublish:output_type -> infrakit.provider.v1.LoadBalancerUnpublishResponse
-	50, // 107: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:output_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
-	52, // 108: infrakit.provider.v1.LoadBalancer.Backends:output_type -> infrakit.provider.v1.LoadBalancerBackendsResponse
-	54, // 109: infrakit.provider.v1.LoadBalancer.RegisterBackends:output_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
-	56, // 110: infrakit.provider.v1.LoadBalancer.DeregisterBackends:output_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
-	59, // 111: infrakit.provider.v1.Authorizer.Validate:output_type -> infrakit.provider.v1.AuthorizerValidateResponse
-	61, // 112: infrakit.provider.v1.Authorizer.Describe:output_type -> infrakit.provider.v1.AuthorizerDescribeResponse
-	63, // 113: infrakit.provider.v1.Authorizer.Authorize:output_type -> infrakit.provider.v1.AuthorizerAuthorizeResponse
-	65, // 114: infrakit.provider.v1.Authorizer.Revoke:output_type -> infrakit.provider.v1.AuthorizerRevokeResponse
-	67, // 115: infrakit.provider.v1.Metrics.Query:output_type -> infrakit.provider.v1.MetricsQueryResponse
-	91, // [91:116] is the sub-list for method output_type
-	66, // [66:91] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	8,  // 15: infrakit.provider.v1.InstanceProvisionResponse.instance:type_name -> infrakit.provider.v1.InstanceDescription
+	72, // 16: infrakit.provider.v1.InstanceLabelRequest.tags:type_name -> infrakit.provider.v1.InstanceLabelRequest.TagsEntry
+	5,  // 17: infrakit.provider.v1.InstanceLabelResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 18: infrakit.provider.v1.InstanceDestroyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	73, // 19: infrakit.provider.v1.InstanceDescribeInstancesRequest.tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
+	8,  // 20: infrakit.provider.v1.InstanceDescribeInstancesResponse.instances:type_name -> infrakit.provider.v1.InstanceDescription
+	5,  // 21: infrakit.provider.v1.InstanceDescribeInstancesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	74, // 22: infrakit.provider.v1.InstanceDescribeInstancesResponse.common_tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
+	75, // 23: infrakit.provider.v1.InstanceWatchRequest.tags:type_name -> infrakit.provider.v1.InstanceWatchRequest.TagsEntry
+	9,  // 24: infrakit.provider.v1.InstanceWatchResponse.event:type_name -> infrakit.provider.v1.InstanceEvent
+	5,  // 25: infrakit.provider.v1.InstanceWatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	28, // 26: infrakit.provider.v1.FlavorValidateRequest.allocation:type_name -> infrakit.provider.v1.Allocation
+	5,  // 27: infrakit.provider.v1.FlavorValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	7,  // 28: infrakit.provider.v1.FlavorPrepareRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
+	28, // 29: infrakit.provider.v1.FlavorPrepareRequest.allocation:type_name -> infrakit.provider.v1.Allocation
+	29, // 30: infrakit.provider.v1.FlavorPrepareRequest.index:type_name -> infrakit.provider.v1.Index
+	7,  // 31: infrakit.provider.v1.FlavorPrepareResponse.spec:type_name -> infrakit.provider.v1.InstanceSpec
+	5,  // 32: infrakit.provider.v1.FlavorPrepareResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 33: infrakit.provider.v1.FlavorHealthyRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
+	2,  // 34: infrakit.provider.v1.FlavorHealthyResponse.health:type_name -> infrakit.provider.v1.Health
+	5,  // 35: infrakit.provider.v1.FlavorHealthyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 36: infrakit.provider.v1.FlavorHealthyBatchRequest.instances:type_name -> infrakit.provider.v1.InstanceDescription
+	76, // 37: infrakit.provider.v1.FlavorHealthyBatchRequest.common_tags:type_name -> infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
+	2,  // 38: infrakit.provider.v1.FlavorHealthyBatchResponse.health:type_name -> infrakit.provider.v1.Health
+	5,  // 39: infrakit.provider.v1.FlavorHealthyBatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 40: infrakit.provider.v1.FlavorDrainRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
+	5,  // 41: infrakit.provider.v1.FlavorDrainResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	78, // 42: infrakit.provider.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	78, // 43: infrakit.provider.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	40, // 44: infrakit.provider.v1.LoadBalancerRoutesResponse.routes:type_name -> infrakit.provider.v1.Route
+	5,  // 45: infrakit.provider.v1.LoadBalancerRoutesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	40, // 46: infrakit.provider.v1.LoadBalancerPublishRequest.route:type_name -> infrakit.provider.v1.Route
+	5,  // 47: infrakit.provider.v1.LoadBalancerPublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 48: infrakit.provider.v1.LoadBalancerUnpublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	41, // 49: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest.health_check:type_name -> infrakit.provider.v1.HealthCheck
+	5,  // 50: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	42, // 51: infrakit.provider.v1.LoadBalancerBackendsResponse.backends:type_name -> infrakit.provider.v1.Backend
+	5,  // 52: infrakit.provider.v1.LoadBalancerBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	42, // 53: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest.backends:type_name -> infrakit.provider.v1.Backend
+	5,  // 54: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 55: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	77, // 56: infrakit.provider.v1.Authorization.tags:type_name -> infrakit.provider.v1.Authorization.TagsEntry
+	5,  // 57: infrakit.provider.v1.AuthorizerValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	57, // 58: infrakit.provider.v1.AuthorizerDescribeResponse.authorizations:type_name -> infrakit.provider.v1.Authorization
+	5,  // 59: infrakit.provider.v1.AuthorizerDescribeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	57, // 60: infrakit.provider.v1.AuthorizerAuthorizeRequest.authorization:type_name -> infrakit.provider.v1.Authorization
+	5,  // 61: infrakit.provider.v1.AuthorizerAuthorizeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 62: infrakit.provider.v1.AuthorizerRevokeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	79, // 63: infrakit.provider.v1.MetricsQueryRequest.time:type_name -> google.protobuf.Timestamp
+	79, // 64: infrakit.provider.v1.MetricsQueryResponse.time:type_name -> google.protobuf.Timestamp
+	5,  // 65: infrakit.provider.v1.MetricsQueryResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	70, // 66: infrakit.provider.v1.Schema.AttributesEntry.value:type_name -> infrakit.provider.v1.Schema.Attribute
+	12, // 67: infrakit.provider.v1.Provider.Metadata:input_type -> infrakit.provider.v1.ProviderMetadataRequest
+	14, // 68: infrakit.provider.v1.Provider.Configure:input_type -> infrakit.provider.v1.ProviderConfigureRequest
+	16, // 69: infrakit.provider.v1.Instance.Validate:input_type -> infrakit.provider.v1.InstanceValidateRequest
+	18, // 70: infrakit.provider.v1.Instance.Provision:input_type -> infrakit.provider.v1.InstanceProvisionRequest
+	20, // 71: infrakit.provider.v1.Instance.Label:input_type -> infrakit.provider.v1.InstanceLabelRequest
+	22, // 72: infrakit.provider.v1.Instance.Destroy:input_type -> infrakit.provider.v1.InstanceDestroyRequest
+	24, // 73: infrakit.provider.v1.Instance.DescribeInstances:input_type -> infrakit.provider.v1.InstanceDescribeInstancesRequest
+	26, // 74: infrakit.provider.v1.Instance.Watch:input_type -> infrakit.provider.v1.InstanceWatchRequest
+	30, // 75: infrakit.provider.v1.Flavor.Validate:input_type -> infrakit.provider.v1.FlavorValidateRequest
+	32, // 76: infrakit.provider.v1.Flavor.Prepare:input_type -> infrakit.provider.v1.FlavorPrepareRequest
+	34, // 77: infrakit.provider.v1.Flavor.Healthy:input_type -> infrakit.provider.v1.FlavorHealthyRequest
+	38, // 78: infrakit.provider.v1.Flavor.Drain:input_type -> infrakit.provider.v1.FlavorDrainRequest
+	36, // 79: infrakit.provider.v1.Flavor.HealthyBatch:input_type -> infrakit.provider.v1.FlavorHealthyBatchRequest
+	43, // 80: infrakit.provider.v1.LoadBalancer.Routes:input_type -> infrakit.provider.v1.LoadBalancerRoutesRequest
+	45, // 81: infrakit.provider.v1.LoadBalancer.Publish:input_type -> infrakit.provider.v1.LoadBalancerPublishRequest
+	47, // 82: infrakit.provider.v1.LoadBalancer.Unpublish:input_type -> infrakit.provider.v1.LoadBalancerUnpublishRequest
+	49, // 83: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:input_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
+	51, // 84: infrakit.provider.v1.LoadBalancer.Backends:input_type -> infrakit.provider.v1.LoadBalancerBackendsRequest
+	53, // 85: infrakit.provider.v1.LoadBalancer.RegisterBackends:input_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
+	55, // 86: infrakit.provider.v1.LoadBalancer.DeregisterBackends:input_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
+	58, // 87: infrakit.provider.v1.Authorizer.Validate:input_type -> infrakit.provider.v1.AuthorizerValidateRequest
+	60, // 88: infrakit.provider.v1.Authorizer.Describe:input_type -> infrakit.provider.v1.AuthorizerDescribeRequest
+	62, // 89: infrakit.provider.v1.Authorizer.Authorize:input_type -> infrakit.provider.v1.AuthorizerAuthorizeRequest
+	64, // 90: infrakit.provider.v1.Authorizer.Revoke:input_type -> infrakit.provider.v1.AuthorizerRevokeRequest
+	66, // 91: infrakit.provider.v1.Metrics.Query:input_type -> infrakit.provider.v1.MetricsQueryRequest
+	13, // 92: infrakit.provider.v1.Provider.Metadata:output_type -> infrakit.provider.v1.ProviderMetadataResponse
+	15, // 93: infrakit.provider.v1.Provider.Configure:output_type -> infrakit.provider.v1.ProviderConfigureResponse
+	17, // 94: infrakit.provider.v1.Instance.Validate:output_type -> infrakit.provider.v1.InstanceValidateResponse
+	19, // 95: infrakit.provider.v1.Instance.Provision:output_type -> infrakit.provider.v1.InstanceProvisionResponse
+	21, // 96: infrakit.provider.v1.Instance.Label:output_type -> infrakit.provider.v1.InstanceLabelResponse
+	23, // 97: infrakit.provider.v1.Instance.Destroy:output_type -> infrakit.provider.v1.InstanceDestroyResponse
+	25, // 98: infrakit.provider.v1.Instance.DescribeInstances:output_type -> infrakit.provider.v1.InstanceDescribeInstancesResponse
+	27, // 99: infrakit.provider.v1.Instance.Watch:output_type -> infrakit.provider.v1.InstanceWatchResponse
+	31, // 100: infrakit.provider.v1.Flavor.Validate:output_type -> infrakit.provider.v1.FlavorValidateResponse
+	33, // 101: infrakit.provider.v1.Flavor.Prepare:output_type -> infrakit.provider.v1.FlavorPrepareResponse
+	35, // 102: infrakit.provider.v1.Flavor.Healthy:output_type -> infrakit.provider.v1.FlavorHealthyResponse
+	39, // 103: infrakit.provider.v1.Flavor.Drain:output_type -> infrakit.provider.v1.FlavorDrainResponse
+	37, // 104: infrakit.provider.v1.Flavor.HealthyBatch:output_type -> infrakit.provider.v1.FlavorHealthyBatchResponse
+	44, // 105: infrakit.provider.v1.LoadBalancer.Routes:output_type -> infrakit.provider.v1.LoadBalancerRoutesResponse
+	46, // 106: infrakit.provider.v1.LoadBalancer.Publish:output_type -> infrakit.provider.v1.LoadBalancerPublishResponse
+	48, // 107: infrakit.provider.v1.LoadBalancer.Unpublish:output_type -> infrakit.provider.v1.LoadBalancerUnpublishResponse
+	50, // 108: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:output_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
+	52, // 109: infrakit.provider.v1.LoadBalancer.Backends:output_type -> infrakit.provider.v1.LoadBalancerBackendsResponse
+	54, // 110: infrakit.provider.v1.LoadBalancer.RegisterBackends:output_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
+	56, // 111: infrakit.provider.v1.LoadBalancer.DeregisterBackends:output_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
+	59, // 112: infrakit.provider.v1.Authorizer.Validate:output_type -> infrakit.provider.v1.AuthorizerValidateResponse
+	61, // 113: infrakit.provider.v1.Authorizer.Describe:output_type -> infrakit.provider.v1.AuthorizerDescribeResponse
+	63, // 114: infrakit.provider.v1.Authorizer.Authorize:output_type -> infrakit.provider.v1.AuthorizerAuthorizeResponse
+	65, // 115: infrakit.provider.v1.Authorizer.Revoke:output_type -> infrakit.provider.v1.AuthorizerRevokeResponse
+	67, // 116: infrakit.provider.v1.Metrics.Query:output_type -> infrakit.provider.v1.MetricsQueryResponse
+	92, // [92:117] is the sub-list for method output_type
+	67, // [67:92] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_infrakit_provider_v1_provider_proto_init() }
