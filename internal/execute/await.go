@@ -38,6 +38,12 @@ type awaitReq struct {
 	id       instance.ID
 	timeout  time.Duration
 	deadline time.Time
+	// known is how the provider described the instance, running, as it
+	// made it: the first poll takes it instead of a listing (and asks only
+	// health), later polls list. Such awaits still go through the poller,
+	// which answers them in the same growing batches as listed ones: one
+	// registration call per await would rewrite a load balancer per member.
+	known *instance.Description
 }
 
 type poller struct {
@@ -69,6 +75,10 @@ func (r *run) await(ctx context.Context, s plan.Step) {
 		}
 		id = m.ID
 	}
+	var known *instance.Description
+	if d, ok := r.described[s.Made]; ok && s.Made != 0 {
+		known = &d
+	}
 	p := r.poller(ctx, s, id)
 	if p == nil {
 		return
@@ -77,7 +87,7 @@ func (r *run) await(ctx context.Context, s plan.Step) {
 	if timeout <= 0 {
 		timeout = r.o.AwaitTimeout
 	}
-	p.add(&awaitReq{step: s, id: id, timeout: timeout, deadline: time.Now().Add(timeout)})
+	p.add(&awaitReq{step: s, id: id, timeout: timeout, deadline: time.Now().Add(timeout), known: known})
 }
 
 // poller is the poller of await s's group, started first if need be (nil
@@ -285,7 +295,7 @@ func (p *poller) sleep(ctx context.Context, stop <-chan struct{}, at time.Time) 
 // how many it answered, or -1 when the run is over, and how many
 // instances it listed.
 func (p *poller) poll(ctx context.Context, pending *[]*awaitReq, out chan<- []result, stop <-chan struct{}) (int, int) {
-	descs, err := p.g.Describe(ctx, p.props)
+	descs, listed, err := p.list(ctx, *pending)
 	if ctx.Err() != nil {
 		return -1, 0
 	}
@@ -318,7 +328,7 @@ func (p *poller) poll(ctx context.Context, pending *[]*awaitReq, out chan<- []re
 		answers = append(answers, res)
 	}
 	*pending = keep
-	if err == nil {
+	if err == nil && listed {
 		for id := range byID {
 			p.seen[id] = true
 		}
@@ -332,6 +342,26 @@ func (p *poller) poll(ctx context.Context, pending *[]*awaitReq, out chan<- []re
 		return -1, 0
 	}
 	return len(answers), len(descs)
+}
+
+// list lists the group, or when every pending await knows how its
+// instance was described as it was made, takes those descriptions. Either
+// way each await's description is then forgotten: later polls list.
+func (p *poller) list(ctx context.Context, pending []*awaitReq) (descs []instance.Description, listed bool, err error) {
+	for _, req := range pending {
+		if req.known == nil {
+			for _, req := range pending {
+				req.known = nil
+			}
+			descs, err = p.g.Describe(ctx, p.props)
+			return descs, true, err
+		}
+	}
+	descs = make([]instance.Description, len(pending))
+	for i, req := range pending {
+		descs[i], req.known = *req.known, nil
+	}
+	return descs, false, nil
 }
 
 // judge says whether req is answered by a listing (err: the listing

@@ -1,6 +1,8 @@
 package execute
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -203,7 +205,8 @@ func TestDeferEndsAwaitsAndDependentsDeferred(t *testing.T) {
 }
 
 // In Defer mode with Look, members that run as soon as they are made are
-// found running by the one listing and registered by the same run.
+// registered by the same run; the simulator describes them running as it
+// makes them, so no listing is needed at all.
 func TestDeferRegistersMembersRunningAtOnce(t *testing.T) {
 	f := newFixture(t, stackOf(3, "v1", "", lbIngress), nil)
 	p := f.plan(plan.Scope{})
@@ -224,7 +227,52 @@ func TestDeferRegistersMembersRunningAtOnce(t *testing.T) {
 			lists++
 		}
 	}
-	if lists != 1 {
-		t.Errorf("the group was listed %d times, want once", lists)
+	if lists != 0 {
+		t.Errorf("the group was listed %d times, want none", lists)
+	}
+}
+
+// A replacement described running as it is made is asked only its health
+// (no listing) before it takes its old member's place, in Defer mode with
+// Look as in a plain run; one described pending is listed for.
+func TestReplacementDescribedRunningIsAskedHealthOnly(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		o     Options
+		env   map[string][]string
+		lists int
+	}{
+		{"look", Options{Defer: true, Look: true}, nil, 0},
+		{"wait", Options{}, nil, 0},
+		{"pending", Options{PollMin: time.Millisecond, PollMax: 10 * time.Millisecond},
+			map[string][]string{"simulator": {"INFRAKIT_SIMULATOR_PROVISION_DELAY=50ms"}}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, stackOf(1, "v1", "", lbIngress), c.env)
+			f.apply()
+			f.setStack(stackOf(1, "v2", "", lbIngress))
+			p := f.plan(plan.Scope{})
+			before := len(f.probe.entries())
+			res := f.run(ctxT(t), p, c.o)
+			if res.Err != nil || len(res.Failed) > 0 || res.Done != p.Summary || res.Done.Roll != 1 {
+				t.Fatalf("run: %v %v, done %+v of %+v", res.Err, res.Errors(), res.Done, p.Summary)
+			}
+			made := res.Made[stepsOf(p, plan.StepProvision)[0].ID].ID
+			lists, asked := 0, false
+			for _, e := range f.probe.entries()[before:] {
+				switch e.what {
+				case "list":
+					lists++
+				case "health":
+					asked = asked || slices.Contains(e.ids, made)
+				}
+			}
+			if lists < c.lists || (c.lists == 0 && lists != 0) || !asked {
+				t.Errorf("listed %d times (want %d), health of %s asked: %v", lists, c.lists, made, asked)
+			}
+			if got := slices.Collect(maps.Keys(f.backends("lb1"))); !slices.Equal(got, []instance.ID{made}) {
+				t.Errorf("backends %v, want the replacement %s", got, made)
+			}
+		})
 	}
 }

@@ -15,9 +15,12 @@
 // creating) and what they did is recorded.
 //
 // Registrations and deregistrations that are ready together on one load
-// balancer go in one call. Awaits cost no call slot: one poller per group
-// lists it (one DescribeInstances for all its awaits) until each awaited
-// instance runs, and is healthy when the step says so. Nor does a drain
+// balancer go in one call, and one such call per load balancer and kind is
+// in flight at a time (what becomes ready meanwhile goes in the next).
+// Awaits cost no call slot: one poller per group lists it (one
+// DescribeInstances for all its awaits) until each awaited instance runs,
+// and is healthy when the step says so; an instance its provider described
+// running as it made it needs no listing. Nor does a drain
 // waiting for its group's drain delay (drain.go).
 package execute
 
@@ -50,7 +53,9 @@ type Bindings interface {
 // Group is one group's members as steps act on them (*group.Instances).
 // Each method bounds its provider calls by a deadline of its own.
 type Group interface {
-	Provision(ctx context.Context, logicalID string) (group.Member, error)
+	// ProvisionDescribed provisions a member, described as the provider
+	// made it when it said (no State when it did not).
+	ProvisionDescribed(ctx context.Context, logicalID string) (group.Member, instance.Description, error)
 	Drain(ctx context.Context, id instance.ID) error
 	Destroy(ctx context.Context, id instance.ID, reason instance.DestroyReason) error
 	Describe(ctx context.Context, withProperties bool) ([]instance.Description, error)

@@ -178,15 +178,15 @@ type probedGroup struct {
 	provider string
 }
 
-func (g *probedGroup) Provision(ctx context.Context, logicalID string) (m group.Member, err error) {
+func (g *probedGroup) ProvisionDescribed(ctx context.Context, logicalID string) (m group.Member, d instance.Description, err error) {
 	g.p.call(g.provider, "provision", "", nil, nil, func() error {
-		m, err = g.g.Provision(ctx, logicalID)
+		m, d, err = g.g.ProvisionDescribed(ctx, logicalID)
 		return err
 	})
 	if err == nil {
 		g.p.add(entry{what: "made", op: "provision", ids: []instance.ID{m.ID}})
 	}
-	return m, err
+	return m, d, err
 }
 
 func (g *probedGroup) Drain(ctx context.Context, id instance.ID) (err error) {
@@ -226,6 +226,11 @@ func (g *probedGroup) Describe(ctx context.Context, withProperties bool) ([]inst
 }
 
 func (g *probedGroup) Health(ctx context.Context, descs []instance.Description) map[instance.ID]flavor.Health {
+	ids := make([]instance.ID, len(descs))
+	for i, d := range descs {
+		ids[i] = d.ID
+	}
+	g.p.add(entry{what: "health", op: "health", ids: ids})
 	return g.g.Health(ctx, descs)
 }
 

@@ -32,12 +32,19 @@ type run struct {
 	endedAt []time.Time
 
 	made map[plan.StepID]group.Member
+	// described are the members provisions made that their provider
+	// described running as it made them: their awaits need no listing.
+	described map[plan.StepID]instance.Description
 	// listed are the descriptions the awaits saw of the instances they
 	// waited for, by await step: their address, their properties.
 	listed map[plan.StepID]instance.Description
 
-	queues   map[string][]plan.StepID // ready steps by provider
-	batches  map[batchKey][]plan.StepID
+	queues  map[string][]plan.StepID // ready steps by provider
+	batches map[batchKey][]plan.StepID
+	// calling holds the batches with a call in flight: one at a time per
+	// load balancer and kind, so that what becomes ready meanwhile (awaits
+	// answered one by one) goes in the next call, not in a call each.
+	calling  map[batchKey]bool
 	inflight map[string]int
 	running  int
 	pending  int // steps not ended
@@ -65,6 +72,10 @@ type batchKey struct {
 	provider, balancer string
 }
 
+func batchKeyOf(s plan.Step) batchKey {
+	return batchKey{kind: s.Kind, provider: s.Provider, balancer: s.LoadBalancer}
+}
+
 type progressKey struct {
 	object string
 	kind   plan.StepKind
@@ -79,9 +90,11 @@ type result struct {
 	// wake is set by a delay: the steps are queued, not ended.
 	wake   bool
 	err    error
-	member group.Member         // a provision's
-	desc   instance.Description // an await's
-	stop   error                // a recorder error: the run stops
+	member group.Member // a provision's
+	// desc is how an await's listing saw its instance, or how a
+	// provision's provider described the instance it made.
+	desc instance.Description
+	stop error // a recorder error: the run stops
 	// deferred is set for awaits a Defer run's look did not answer.
 	deferred bool
 }
@@ -90,23 +103,25 @@ func newRun(p *plan.Plan, b Bindings, rec Recorder, o Options) *run {
 	n := len(p.Steps)
 	r := &run{
 		p: p, steps: p.Steps, b: b, rec: rec, o: o,
-		status:   make([]Status, n),
-		waiting:  make([]int, n),
-		bad:      make([]Status, n),
-		next:     make([][]plan.StepID, n),
-		endedAt:  make([]time.Time, n),
-		made:     map[plan.StepID]group.Member{},
-		listed:   map[plan.StepID]instance.Description{},
-		queues:   map[string][]plan.StepID{},
-		batches:  map[batchKey][]plan.StepID{},
-		inflight: map[string]int{},
-		pollers:  map[string]*poller{},
-		results:  make(chan []result, 64),
-		stop:     make(chan struct{}),
-		total:    map[progressKey]int{},
-		done:     map[progressKey]int{},
-		pending:  n,
-		out:      &Result{Status: make([]Status, n), Made: map[plan.StepID]group.Member{}},
+		status:    make([]Status, n),
+		waiting:   make([]int, n),
+		bad:       make([]Status, n),
+		next:      make([][]plan.StepID, n),
+		endedAt:   make([]time.Time, n),
+		made:      map[plan.StepID]group.Member{},
+		described: map[plan.StepID]instance.Description{},
+		listed:    map[plan.StepID]instance.Description{},
+		queues:    map[string][]plan.StepID{},
+		batches:   map[batchKey][]plan.StepID{},
+		calling:   map[batchKey]bool{},
+		inflight:  map[string]int{},
+		pollers:   map[string]*poller{},
+		results:   make(chan []result, 64),
+		stop:      make(chan struct{}),
+		total:     map[progressKey]int{},
+		done:      map[progressKey]int{},
+		pending:   n,
+		out:       &Result{Status: make([]Status, n), Made: map[plan.StepID]group.Member{}},
 	}
 	r.awaitsLeft = map[string]int{}
 	for _, s := range p.Steps {
@@ -238,7 +253,7 @@ func (r *run) queue(id plan.StepID) {
 	s := r.steps[id-1]
 	switch s.Kind {
 	case plan.StepRegister, plan.StepDeregister:
-		k := batchKey{kind: s.Kind, provider: s.Provider, balancer: s.LoadBalancer}
+		k := batchKeyOf(s)
 		r.batches[k] = append(r.batches[k], id)
 	default:
 		r.queues[s.Provider] = append(r.queues[s.Provider], id)
@@ -268,9 +283,10 @@ func (r *run) dispatch(ctx context.Context) {
 
 func (r *run) dispatchBatch(ctx context.Context) bool {
 	for k, ids := range r.batches {
-		if len(ids) == 0 || r.inflight[k.provider] >= r.limit(k.provider) {
+		if len(ids) == 0 || r.calling[k] || r.inflight[k.provider] >= r.limit(k.provider) {
 			continue
 		}
+		r.calling[k] = true
 		n := min(len(ids), maxBatch)
 		batch := slices.Clone(ids[:n])
 		if n == len(ids) {
@@ -356,7 +372,11 @@ func (r *run) takeAll(ctx context.Context, rs []result) {
 // take ends the steps a result reports on (or, for a delay, queues them).
 func (r *run) take(ctx context.Context, res result) {
 	if res.slot {
-		provider := r.steps[res.ids[0]-1].Provider
+		s := r.steps[res.ids[0]-1]
+		provider := s.Provider
+		if s.Kind == plan.StepRegister || s.Kind == plan.StepDeregister {
+			delete(r.calling, batchKeyOf(s))
+		}
 		r.running--
 		if r.inflight[provider]--; r.inflight[provider] == 0 {
 			delete(r.inflight, provider)
@@ -385,6 +405,9 @@ func (r *run) take(ctx context.Context, res result) {
 		case plan.StepProvision:
 			if st == StatusDone {
 				r.made[id] = res.member
+				if res.desc.State == instance.StateRunning && res.desc.ID == res.member.ID {
+					r.described[id] = res.desc
+				}
 			}
 		case plan.StepAwait:
 			if st == StatusDone {

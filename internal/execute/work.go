@@ -114,14 +114,14 @@ func (j *job) groupCall(call context.Context, s plan.Step) result {
 	}
 	switch s.Kind {
 	case plan.StepProvision:
-		m, err := g.Provision(call, s.LogicalID)
+		m, d, err := g.ProvisionDescribed(call, s.LogicalID)
 		if err != nil {
 			return result{err: err}
 		}
 		if err := j.r.rec.Created(call, s.Group, m); err != nil {
 			return result{member: m, stop: err}
 		}
-		return result{member: m}
+		return result{member: m, desc: d}
 	case plan.StepDrain:
 		return result{err: g.Drain(call, s.Instance)}
 	default:

@@ -346,19 +346,27 @@ func parallel(ctx context.Context, p, n int, do func(i int)) {
 
 // Provision prepares a member's spec through every flavor and provisions
 // it; the member returned is pending, of unknown health.
+func (c *Instances) Provision(ctx context.Context, logicalID string) (Member, error) {
+	m, _, err := c.ProvisionDescribed(ctx, logicalID)
+	return m, err
+}
+
+// ProvisionDescribed is Provision, also returning the new instance as the
+// provider described it when it made it (instance.DescribingProvisioner):
+// with no State when the provider said nothing of it.
 //
 // The flavors combine in order: each gets the spec as the previous ones left
 // it, with Init cleared; tags are merged (later wins) and the init scripts
 // are concatenated here, so a flavor that sets rather than appends Init
 // cannot drop another's lines. infrakit's own tags are put last, so no
 // flavor can change what group a member belongs to.
-func (c *Instances) Provision(ctx context.Context, logicalID string) (Member, error) {
+func (c *Instances) ProvisionDescribed(ctx context.Context, logicalID string) (Member, instance.Description, error) {
 	s := c.prepared()
-	fail := func(what string, err error) (Member, error) {
+	fail := func(what string, err error) (Member, instance.Description, error) {
 		if logicalID != "" {
-			return Member{}, fmt.Errorf("group %q: create instance for %q: %s: %w", s.name, logicalID, what, err)
+			return Member{}, instance.Description{}, fmt.Errorf("group %q: create instance for %q: %s: %w", s.name, logicalID, what, err)
 		}
-		return Member{}, fmt.Errorf("group %q: create instance: %s: %w", s.name, what, err)
+		return Member{}, instance.Description{}, fmt.Errorf("group %q: create instance: %s: %w", s.name, what, err)
 	}
 	spec := s.base
 	if logicalID != "" {
@@ -406,18 +414,28 @@ func (c *Instances) Provision(ctx context.Context, logicalID string) (Member, er
 		spec.LogicalID = &lid
 	}
 	cctx, cancel := callCtx()
-	id, err := c.plugins.Instance.Provision(cctx, spec)
+	d, err := c.provision(cctx, spec)
 	cancel()
 	if err != nil {
 		return fail("provision", err)
 	}
 	return Member{
-		ID:         id,
+		ID:         d.ID,
 		LogicalID:  logicalID,
 		ConfigHash: s.hash,
 		State:      instance.StatePending,
 		Health:     flavor.HealthUnknown,
-	}, nil
+	}, d, nil
+}
+
+// provision provisions spec, described when the provider can say how the
+// new instance stands (else only its ID is known).
+func (c *Instances) provision(ctx context.Context, spec instance.Spec) (instance.Description, error) {
+	if dp, ok := c.plugins.Instance.(instance.DescribingProvisioner); ok {
+		return dp.ProvisionDescribed(ctx, spec)
+	}
+	id, err := c.plugins.Instance.Provision(ctx, spec)
+	return instance.Description{ID: id}, err
 }
 
 // prepared is what every provision of a group shares, made once: a
