@@ -86,7 +86,22 @@ type Client struct {
 	loadBalancers pb.LoadBalancerClient
 	authorizers   pb.AuthorizerClient
 	metrics       pb.MetricsClient
+
+	// unimplemented holds the optional batch RPCs ("HealthyBatch",
+	// "PrepareBatch") the provider answered with UNIMPLEMENTED (it was
+	// built with an SDK older than the RPC): later batches go straight to
+	// one call per item.
+	unimplemented sync.Map // method name -> struct{}
 }
+
+// unsupported reports whether c's provider said it does not serve method.
+func unsupported(c *Client, method string) bool {
+	_, ok := c.unimplemented.Load(method)
+	return ok
+}
+
+// remember notes that c's provider does not serve method.
+func remember(c *Client, method string) { c.unimplemented.Store(method, struct{}{}) }
 
 // Start launches a provider and completes the handshake. The handshake is
 // bounded by cfg.StartTimeout and by ctx's deadline, whichever is sooner;

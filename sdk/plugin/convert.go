@@ -262,7 +262,8 @@ func metadataToProto(m provider.Metadata) (*pb.ProviderMetadataResponse, error) 
 				s.Attributes[name] = &pb.Schema_Attribute{Type: a.Type, Required: a.Required, Description: a.Description}
 			}
 		}
-		out.Objects = append(out.Objects, &pb.Object{Kind: k, Type: o.Type, Schema: s, HealthFromState: o.HealthFromState})
+		out.Objects = append(out.Objects, &pb.Object{Kind: k, Type: o.Type, Schema: s, HealthFromState: o.HealthFromState,
+			PrepareAhead: o.PrepareAhead})
 	}
 	return out, nil
 }
@@ -286,7 +287,8 @@ func metadataFromProto(r *pb.ProviderMetadataResponse) (provider.Metadata, error
 				s.Attributes[name] = provider.Attribute{Type: a.GetType(), Required: a.GetRequired(), Description: a.GetDescription()}
 			}
 		}
-		out.Objects = append(out.Objects, provider.Object{Kind: kind, Type: o.GetType(), Schema: s, HealthFromState: o.GetHealthFromState()})
+		out.Objects = append(out.Objects, provider.Object{Kind: kind, Type: o.GetType(), Schema: s, HealthFromState: o.GetHealthFromState(),
+			PrepareAhead: o.GetPrepareAhead()})
 	}
 	return out, nil
 }

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"strings"
-	"sync"
-	"weak"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -227,6 +224,7 @@ type flavorClient struct {
 var (
 	_ flavor.Plugin             = flavorClient{}
 	_ flavor.BatchHealthChecker = flavorClient{}
+	_ flavor.BatchPreparer      = flavorClient{}
 )
 
 func (x flavorClient) Validate(ctx context.Context, properties json.RawMessage, allocation flavor.Allocation) error {
@@ -290,25 +288,6 @@ const (
 	maxBatchBytes = 1 << 20
 )
 
-// noBatch holds the Clients whose provider answered HealthyBatch with
-// UNIMPLEMENTED (built with an SDK older than the RPC), so their later
-// batches go straight to one Healthy per instance. Keys are weak, and a
-// cleanup drops a Client's entry once it is collected, so remembering keeps
-// no killed Client alive.
-var noBatch sync.Map // weak.Pointer[Client] -> struct{}
-
-func batchUnsupported(c *Client) bool {
-	_, ok := noBatch.Load(weak.Make(c))
-	return ok
-}
-
-func rememberNoBatch(c *Client) {
-	wp := weak.Make(c)
-	if _, loaded := noBatch.LoadOrStore(wp, struct{}{}); !loaded {
-		runtime.AddCleanup(c, func(wp weak.Pointer[Client]) { noBatch.Delete(wp) }, wp)
-	}
-}
-
 // HealthyAll asks the provider about every instance in as few HealthyBatch
 // calls as the limits above allow, one after another; a provider that does
 // not know HealthyBatch is asked Healthy for each instance instead
@@ -318,13 +297,13 @@ func (x flavorClient) HealthyAll(ctx context.Context, properties json.RawMessage
 	if len(insts) == 0 {
 		return []flavor.Health{}, nil
 	}
-	if !batchUnsupported(x.c) {
+	if !unsupported(x.c, "HealthyBatch") {
 		hs, err := x.healthyBatches(ctx, properties, insts)
 		if !errors.Is(err, errUnimplemented) {
 			return hs, err
 		}
 		x.c.logger.Debug("provider does not serve HealthyBatch; asking Healthy per instance", "type", x.typ)
-		rememberNoBatch(x.c)
+		remember(x.c, "HealthyBatch")
 	}
 	hs, errs := flavor.HealthyEach(ctx, x, properties, insts, flavor.DefaultHealthParallelism)
 	if errs == nil {

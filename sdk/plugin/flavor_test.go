@@ -30,12 +30,13 @@ import (
 //
 //	current  serves "batched" (implements flavor.BatchHealthChecker) and
 //	         "plain" (Healthy only) with this SDK
-//	old      serves "plain" on a Flavor service without HealthyBatch, as a
-//	         provider built before the RPC existed
+//	old      serves "plain" on a Flavor service without HealthyBatch and
+//	         PrepareBatch, as a provider built before the RPCs existed
 //
 // The flavors append what they were asked to the file envFlavorLog names:
 // "batch N" per HealthyAll of N instances, "healthy K" per Healthy call,
-// K being how many Healthy calls were in flight then.
+// K being how many Healthy calls were in flight then, "prepare S" per
+// Prepare of the member of sequence S.
 const (
 	envFlavorProvider = "PLUGIN_TEST_FLAVOR_PROVIDER"
 	envFlavorLog      = "PLUGIN_TEST_FLAVOR_LOG"
@@ -59,7 +60,9 @@ func init() {
 	serveOld(&ServeConfig{Metadata: provider.Metadata{Name: "flavors", Version: "0.9.0"}, Flavors: flavors}, func(s *grpc.Server, srv *server) {
 		pb.RegisterProviderServer(s, providerServer{s: srv})
 		desc := pb.Flavor_ServiceDesc
-		desc.Methods = slices.DeleteFunc(slices.Clone(desc.Methods), func(m grpc.MethodDesc) bool { return m.MethodName == "HealthyBatch" })
+		desc.Methods = slices.DeleteFunc(slices.Clone(desc.Methods), func(m grpc.MethodDesc) bool {
+			return m.MethodName == "HealthyBatch" || m.MethodName == "PrepareBatch"
+		})
 		s.RegisterService(&desc, flavorServer{s: srv})
 	})
 }
@@ -92,7 +95,13 @@ type plainFlavor struct {
 
 func (*plainFlavor) Validate(context.Context, json.RawMessage, flavor.Allocation) error { return nil }
 
-func (*plainFlavor) Prepare(_ context.Context, _ json.RawMessage, s instance.Spec, _ flavor.Allocation, _ flavor.Index) (instance.Spec, error) {
+// Prepare tags the spec with its index; a spec tagged prepare=fail fails.
+func (f *plainFlavor) Prepare(_ context.Context, _ json.RawMessage, s instance.Spec, _ flavor.Allocation, i flavor.Index) (instance.Spec, error) {
+	f.rec.add("prepare %d", i.Sequence)
+	if s.Tags["prepare"] == "fail" {
+		return s, fmt.Errorf("no spec for %d", i.Sequence)
+	}
+	s.Tags = map[string]string{"sequence": strconv.FormatUint(i.Sequence, 10)}
 	return s, nil
 }
 
@@ -377,7 +386,7 @@ func TestHealthyAllInProvider(t *testing.T) {
 	descs, _ = members(2, "unsupported")
 	_, err = batch(t, c, "plain").HealthyAll(ctx, nil, descs)
 	wantError(t, err, `provider "test": HealthyBatch: no health here: unsupported operation`)
-	if batchUnsupported(c) || strings.Contains(logs.String(), "does not serve HealthyBatch") {
+	if unsupported(c, "HealthyBatch") || strings.Contains(logs.String(), "does not serve HealthyBatch") {
 		t.Fatal("a current provider was taken for one without HealthyBatch")
 	}
 }
@@ -401,7 +410,7 @@ func TestHealthyAllOldProvider(t *testing.T) {
 	if n := strings.Count(logs.String(), "does not serve HealthyBatch"); n != 1 {
 		t.Fatalf("the fallback was found %d times, want once (then remembered):\n%s", n, logs.String())
 	}
-	if !batchUnsupported(c) {
+	if !unsupported(c, "HealthyBatch") {
 		t.Fatal("the client does not remember that the provider lacks HealthyBatch")
 	}
 	// Single Healthy calls still work as they always did.

@@ -44,6 +44,13 @@ type Object struct {
 	// healthy. The host then does not ask it, which spares a group's
 	// every member's description on the wire each interval.
 	HealthFromState bool
+	// PrepareAhead, for a flavor, says that its Prepare computes the spec
+	// and does nothing else: the host may then prepare several new members
+	// in one call (flavor.BatchPreparer, the PrepareBatch RPC) before it
+	// provisions any of them. Leave it false when Prepare acts outside the
+	// call (adds a cluster member, allocates an address): each member is
+	// then prepared right before it is provisioned.
+	PrepareAhead bool
 }
 
 // Find returns the object of the given kind and type, honouring AnyName.

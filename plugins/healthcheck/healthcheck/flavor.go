@@ -59,7 +59,7 @@ func Metadata(version string) provider.Metadata {
 	return provider.Metadata{
 		Name:    Name,
 		Version: version,
-		Objects: []provider.Object{{Kind: provider.KindFlavor, Type: Type, Schema: Schema()}},
+		Objects: []provider.Object{{Kind: provider.KindFlavor, Type: Type, Schema: Schema(), PrepareAhead: true}},
 	}
 }
 

@@ -131,7 +131,7 @@ func Metadata(version string) provider.Metadata {
 		})
 	}
 	md.Objects = append(md.Objects,
-		provider.Object{Kind: provider.KindFlavor, Type: FlavorType, Schema: flavorSchema()},
+		provider.Object{Kind: provider.KindFlavor, Type: FlavorType, Schema: flavorSchema(), PrepareAhead: true},
 		provider.Object{Kind: provider.KindLoadBalancer, Type: provider.AnyName, Schema: provider.Schema{}},
 		provider.Object{Kind: provider.KindAuthorizer, Type: AuthorizerType, Schema: provider.Schema{Open: true}},
 		provider.Object{Kind: provider.KindMetrics, Type: MetricsType, Schema: provider.Schema{}},

@@ -55,7 +55,7 @@ func Metadata(version string) provider.Metadata {
 		Name:    Name,
 		Version: version,
 		// Healthy says healthy for every instance: the host need not ask.
-		Objects: []provider.Object{{Kind: provider.KindFlavor, Type: Type, Schema: Schema(), HealthFromState: true}},
+		Objects: []provider.Object{{Kind: provider.KindFlavor, Type: Type, Schema: Schema(), HealthFromState: true, PrepareAhead: true}},
 	}
 }
 

@@ -711,8 +711,14 @@ type Object struct {
 	// For a flavor: its health is the instance's state alone (healthy unless
 	// terminating), so the host does not ask it (Healthy, HealthyBatch).
 	HealthFromState bool `protobuf:"varint,4,opt,name=health_from_state,json=healthFromState,proto3" json:"health_from_state,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// For a flavor: its Prepare computes the spec and does nothing else (no
+	// effect outside the call), so the host may prepare several new members'
+	// specs in one PrepareBatch before provisioning any of them. A flavor
+	// whose Prepare acts (adds a cluster member, allocates) leaves it unset,
+	// and each of its members is prepared right before it is provisioned.
+	PrepareAhead  bool `protobuf:"varint,5,opt,name=prepare_ahead,json=prepareAhead,proto3" json:"prepare_ahead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Object) Reset() {
@@ -769,6 +775,13 @@ func (x *Object) GetSchema() *Schema {
 func (x *Object) GetHealthFromState() bool {
 	if x != nil {
 		return x.HealthFromState
+	}
+	return false
+}
+
+func (x *Object) GetPrepareAhead() bool {
+	if x != nil {
+		return x.PrepareAhead
 	}
 	return false
 }
@@ -1961,6 +1974,181 @@ func (x *FlavorPrepareResponse) GetDiagnostics() []*Diagnostic {
 	return nil
 }
 
+type FlavorPrepareBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Properties    []byte                 `protobuf:"bytes,2,opt,name=properties,proto3" json:"properties,omitempty"`
+	Allocation    *Allocation            `protobuf:"bytes,3,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	Items         []*FlavorPrepareItem   `protobuf:"bytes,4,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlavorPrepareBatchRequest) Reset() {
+	*x = FlavorPrepareBatchRequest{}
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlavorPrepareBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlavorPrepareBatchRequest) ProtoMessage() {}
+
+func (x *FlavorPrepareBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlavorPrepareBatchRequest.ProtoReflect.Descriptor instead.
+func (*FlavorPrepareBatchRequest) Descriptor() ([]byte, []int) {
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *FlavorPrepareBatchRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *FlavorPrepareBatchRequest) GetProperties() []byte {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
+}
+
+func (x *FlavorPrepareBatchRequest) GetAllocation() *Allocation {
+	if x != nil {
+		return x.Allocation
+	}
+	return nil
+}
+
+func (x *FlavorPrepareBatchRequest) GetItems() []*FlavorPrepareItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type FlavorPrepareItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Spec          *InstanceSpec          `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	Index         *Index                 `protobuf:"bytes,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlavorPrepareItem) Reset() {
+	*x = FlavorPrepareItem{}
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlavorPrepareItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlavorPrepareItem) ProtoMessage() {}
+
+func (x *FlavorPrepareItem) ProtoReflect() protoreflect.Message {
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlavorPrepareItem.ProtoReflect.Descriptor instead.
+func (*FlavorPrepareItem) Descriptor() ([]byte, []int) {
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FlavorPrepareItem) GetSpec() *InstanceSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *FlavorPrepareItem) GetIndex() *Index {
+	if x != nil {
+		return x.Index
+	}
+	return nil
+}
+
+type FlavorPrepareBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per item, in order: the prepared spec, or the diagnostics of why
+	// that item could not be prepared.
+	Results []*FlavorPrepareResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// Of the batch as a whole (warnings, or errors that fail every item).
+	Diagnostics   []*Diagnostic `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlavorPrepareBatchResponse) Reset() {
+	*x = FlavorPrepareBatchResponse{}
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlavorPrepareBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlavorPrepareBatchResponse) ProtoMessage() {}
+
+func (x *FlavorPrepareBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlavorPrepareBatchResponse.ProtoReflect.Descriptor instead.
+func (*FlavorPrepareBatchResponse) Descriptor() ([]byte, []int) {
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *FlavorPrepareBatchResponse) GetResults() []*FlavorPrepareResponse {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *FlavorPrepareBatchResponse) GetDiagnostics() []*Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
 type FlavorHealthyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
@@ -1972,7 +2160,7 @@ type FlavorHealthyRequest struct {
 
 func (x *FlavorHealthyRequest) Reset() {
 	*x = FlavorHealthyRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2172,7 @@ func (x *FlavorHealthyRequest) String() string {
 func (*FlavorHealthyRequest) ProtoMessage() {}
 
 func (x *FlavorHealthyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[29]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2185,7 @@ func (x *FlavorHealthyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorHealthyRequest.ProtoReflect.Descriptor instead.
 func (*FlavorHealthyRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{29}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FlavorHealthyRequest) GetType() string {
@@ -2031,7 +2219,7 @@ type FlavorHealthyResponse struct {
 
 func (x *FlavorHealthyResponse) Reset() {
 	*x = FlavorHealthyResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2231,7 @@ func (x *FlavorHealthyResponse) String() string {
 func (*FlavorHealthyResponse) ProtoMessage() {}
 
 func (x *FlavorHealthyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2244,7 @@ func (x *FlavorHealthyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorHealthyResponse.ProtoReflect.Descriptor instead.
 func (*FlavorHealthyResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{30}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FlavorHealthyResponse) GetHealth() Health {
@@ -2089,7 +2277,7 @@ type FlavorHealthyBatchRequest struct {
 
 func (x *FlavorHealthyBatchRequest) Reset() {
 	*x = FlavorHealthyBatchRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2289,7 @@ func (x *FlavorHealthyBatchRequest) String() string {
 func (*FlavorHealthyBatchRequest) ProtoMessage() {}
 
 func (x *FlavorHealthyBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[31]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2302,7 @@ func (x *FlavorHealthyBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorHealthyBatchRequest.ProtoReflect.Descriptor instead.
 func (*FlavorHealthyBatchRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{31}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FlavorHealthyBatchRequest) GetType() string {
@@ -2158,7 +2346,7 @@ type FlavorHealthyBatchResponse struct {
 
 func (x *FlavorHealthyBatchResponse) Reset() {
 	*x = FlavorHealthyBatchResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2358,7 @@ func (x *FlavorHealthyBatchResponse) String() string {
 func (*FlavorHealthyBatchResponse) ProtoMessage() {}
 
 func (x *FlavorHealthyBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[32]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2371,7 @@ func (x *FlavorHealthyBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorHealthyBatchResponse.ProtoReflect.Descriptor instead.
 func (*FlavorHealthyBatchResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{32}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FlavorHealthyBatchResponse) GetHealth() []Health {
@@ -2211,7 +2399,7 @@ type FlavorDrainRequest struct {
 
 func (x *FlavorDrainRequest) Reset() {
 	*x = FlavorDrainRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2411,7 @@ func (x *FlavorDrainRequest) String() string {
 func (*FlavorDrainRequest) ProtoMessage() {}
 
 func (x *FlavorDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[33]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2424,7 @@ func (x *FlavorDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorDrainRequest.ProtoReflect.Descriptor instead.
 func (*FlavorDrainRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{33}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FlavorDrainRequest) GetType() string {
@@ -2269,7 +2457,7 @@ type FlavorDrainResponse struct {
 
 func (x *FlavorDrainResponse) Reset() {
 	*x = FlavorDrainResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2469,7 @@ func (x *FlavorDrainResponse) String() string {
 func (*FlavorDrainResponse) ProtoMessage() {}
 
 func (x *FlavorDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[34]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2482,7 @@ func (x *FlavorDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlavorDrainResponse.ProtoReflect.Descriptor instead.
 func (*FlavorDrainResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{34}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FlavorDrainResponse) GetDiagnostics() []*Diagnostic {
@@ -2319,7 +2507,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2519,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[35]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2532,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{35}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Route) GetPort() int64 {
@@ -2395,7 +2583,7 @@ type HealthCheck struct {
 
 func (x *HealthCheck) Reset() {
 	*x = HealthCheck{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2595,7 @@ func (x *HealthCheck) String() string {
 func (*HealthCheck) ProtoMessage() {}
 
 func (x *HealthCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[36]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2608,7 @@ func (x *HealthCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheck.ProtoReflect.Descriptor instead.
 func (*HealthCheck) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{36}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HealthCheck) GetBackendPort() int64 {
@@ -2468,7 +2656,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2668,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[37]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2681,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{37}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Backend) GetId() string {
@@ -2519,7 +2707,7 @@ type LoadBalancerRoutesRequest struct {
 
 func (x *LoadBalancerRoutesRequest) Reset() {
 	*x = LoadBalancerRoutesRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2719,7 @@ func (x *LoadBalancerRoutesRequest) String() string {
 func (*LoadBalancerRoutesRequest) ProtoMessage() {}
 
 func (x *LoadBalancerRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[38]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2732,7 @@ func (x *LoadBalancerRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerRoutesRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{38}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LoadBalancerRoutesRequest) GetName() string {
@@ -2564,7 +2752,7 @@ type LoadBalancerRoutesResponse struct {
 
 func (x *LoadBalancerRoutesResponse) Reset() {
 	*x = LoadBalancerRoutesResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +2764,7 @@ func (x *LoadBalancerRoutesResponse) String() string {
 func (*LoadBalancerRoutesResponse) ProtoMessage() {}
 
 func (x *LoadBalancerRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[39]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +2777,7 @@ func (x *LoadBalancerRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerRoutesResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{39}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LoadBalancerRoutesResponse) GetRoutes() []*Route {
@@ -2616,7 +2804,7 @@ type LoadBalancerPublishRequest struct {
 
 func (x *LoadBalancerPublishRequest) Reset() {
 	*x = LoadBalancerPublishRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2816,7 @@ func (x *LoadBalancerPublishRequest) String() string {
 func (*LoadBalancerPublishRequest) ProtoMessage() {}
 
 func (x *LoadBalancerPublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[40]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +2829,7 @@ func (x *LoadBalancerPublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerPublishRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerPublishRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{40}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LoadBalancerPublishRequest) GetName() string {
@@ -2667,7 +2855,7 @@ type LoadBalancerPublishResponse struct {
 
 func (x *LoadBalancerPublishResponse) Reset() {
 	*x = LoadBalancerPublishResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2867,7 @@ func (x *LoadBalancerPublishResponse) String() string {
 func (*LoadBalancerPublishResponse) ProtoMessage() {}
 
 func (x *LoadBalancerPublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[41]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2880,7 @@ func (x *LoadBalancerPublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerPublishResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerPublishResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{41}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LoadBalancerPublishResponse) GetDiagnostics() []*Diagnostic {
@@ -2712,7 +2900,7 @@ type LoadBalancerUnpublishRequest struct {
 
 func (x *LoadBalancerUnpublishRequest) Reset() {
 	*x = LoadBalancerUnpublishRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2724,7 +2912,7 @@ func (x *LoadBalancerUnpublishRequest) String() string {
 func (*LoadBalancerUnpublishRequest) ProtoMessage() {}
 
 func (x *LoadBalancerUnpublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[42]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2737,7 +2925,7 @@ func (x *LoadBalancerUnpublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerUnpublishRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerUnpublishRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{42}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LoadBalancerUnpublishRequest) GetName() string {
@@ -2763,7 +2951,7 @@ type LoadBalancerUnpublishResponse struct {
 
 func (x *LoadBalancerUnpublishResponse) Reset() {
 	*x = LoadBalancerUnpublishResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2963,7 @@ func (x *LoadBalancerUnpublishResponse) String() string {
 func (*LoadBalancerUnpublishResponse) ProtoMessage() {}
 
 func (x *LoadBalancerUnpublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[43]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +2976,7 @@ func (x *LoadBalancerUnpublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerUnpublishResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerUnpublishResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{43}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LoadBalancerUnpublishResponse) GetDiagnostics() []*Diagnostic {
@@ -2808,7 +2996,7 @@ type LoadBalancerConfigureHealthCheckRequest struct {
 
 func (x *LoadBalancerConfigureHealthCheckRequest) Reset() {
 	*x = LoadBalancerConfigureHealthCheckRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +3008,7 @@ func (x *LoadBalancerConfigureHealthCheckRequest) String() string {
 func (*LoadBalancerConfigureHealthCheckRequest) ProtoMessage() {}
 
 func (x *LoadBalancerConfigureHealthCheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[44]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +3021,7 @@ func (x *LoadBalancerConfigureHealthCheckRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use LoadBalancerConfigureHealthCheckRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerConfigureHealthCheckRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{44}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LoadBalancerConfigureHealthCheckRequest) GetName() string {
@@ -2859,7 +3047,7 @@ type LoadBalancerConfigureHealthCheckResponse struct {
 
 func (x *LoadBalancerConfigureHealthCheckResponse) Reset() {
 	*x = LoadBalancerConfigureHealthCheckResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +3059,7 @@ func (x *LoadBalancerConfigureHealthCheckResponse) String() string {
 func (*LoadBalancerConfigureHealthCheckResponse) ProtoMessage() {}
 
 func (x *LoadBalancerConfigureHealthCheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[45]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +3072,7 @@ func (x *LoadBalancerConfigureHealthCheckResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use LoadBalancerConfigureHealthCheckResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerConfigureHealthCheckResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{45}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LoadBalancerConfigureHealthCheckResponse) GetDiagnostics() []*Diagnostic {
@@ -2903,7 +3091,7 @@ type LoadBalancerBackendsRequest struct {
 
 func (x *LoadBalancerBackendsRequest) Reset() {
 	*x = LoadBalancerBackendsRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3103,7 @@ func (x *LoadBalancerBackendsRequest) String() string {
 func (*LoadBalancerBackendsRequest) ProtoMessage() {}
 
 func (x *LoadBalancerBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[46]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3116,7 @@ func (x *LoadBalancerBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerBackendsRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{46}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LoadBalancerBackendsRequest) GetName() string {
@@ -2948,7 +3136,7 @@ type LoadBalancerBackendsResponse struct {
 
 func (x *LoadBalancerBackendsResponse) Reset() {
 	*x = LoadBalancerBackendsResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3148,7 @@ func (x *LoadBalancerBackendsResponse) String() string {
 func (*LoadBalancerBackendsResponse) ProtoMessage() {}
 
 func (x *LoadBalancerBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[47]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3161,7 @@ func (x *LoadBalancerBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerBackendsResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{47}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LoadBalancerBackendsResponse) GetBackends() []*Backend {
@@ -3000,7 +3188,7 @@ type LoadBalancerRegisterBackendsRequest struct {
 
 func (x *LoadBalancerRegisterBackendsRequest) Reset() {
 	*x = LoadBalancerRegisterBackendsRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3200,7 @@ func (x *LoadBalancerRegisterBackendsRequest) String() string {
 func (*LoadBalancerRegisterBackendsRequest) ProtoMessage() {}
 
 func (x *LoadBalancerRegisterBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[48]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3213,7 @@ func (x *LoadBalancerRegisterBackendsRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use LoadBalancerRegisterBackendsRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRegisterBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{48}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LoadBalancerRegisterBackendsRequest) GetName() string {
@@ -3051,7 +3239,7 @@ type LoadBalancerRegisterBackendsResponse struct {
 
 func (x *LoadBalancerRegisterBackendsResponse) Reset() {
 	*x = LoadBalancerRegisterBackendsResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3063,7 +3251,7 @@ func (x *LoadBalancerRegisterBackendsResponse) String() string {
 func (*LoadBalancerRegisterBackendsResponse) ProtoMessage() {}
 
 func (x *LoadBalancerRegisterBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[49]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3076,7 +3264,7 @@ func (x *LoadBalancerRegisterBackendsResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use LoadBalancerRegisterBackendsResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRegisterBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{49}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LoadBalancerRegisterBackendsResponse) GetDiagnostics() []*Diagnostic {
@@ -3096,7 +3284,7 @@ type LoadBalancerDeregisterBackendsRequest struct {
 
 func (x *LoadBalancerDeregisterBackendsRequest) Reset() {
 	*x = LoadBalancerDeregisterBackendsRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +3296,7 @@ func (x *LoadBalancerDeregisterBackendsRequest) String() string {
 func (*LoadBalancerDeregisterBackendsRequest) ProtoMessage() {}
 
 func (x *LoadBalancerDeregisterBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[50]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +3309,7 @@ func (x *LoadBalancerDeregisterBackendsRequest) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use LoadBalancerDeregisterBackendsRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerDeregisterBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{50}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LoadBalancerDeregisterBackendsRequest) GetName() string {
@@ -3147,7 +3335,7 @@ type LoadBalancerDeregisterBackendsResponse struct {
 
 func (x *LoadBalancerDeregisterBackendsResponse) Reset() {
 	*x = LoadBalancerDeregisterBackendsResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3347,7 @@ func (x *LoadBalancerDeregisterBackendsResponse) String() string {
 func (*LoadBalancerDeregisterBackendsResponse) ProtoMessage() {}
 
 func (x *LoadBalancerDeregisterBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[51]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3360,7 @@ func (x *LoadBalancerDeregisterBackendsResponse) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use LoadBalancerDeregisterBackendsResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerDeregisterBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{51}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LoadBalancerDeregisterBackendsResponse) GetDiagnostics() []*Diagnostic {
@@ -3199,7 +3387,7 @@ type Authorization struct {
 
 func (x *Authorization) Reset() {
 	*x = Authorization{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3399,7 @@ func (x *Authorization) String() string {
 func (*Authorization) ProtoMessage() {}
 
 func (x *Authorization) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[52]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3412,7 @@ func (x *Authorization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Authorization.ProtoReflect.Descriptor instead.
 func (*Authorization) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{52}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Authorization) GetId() string {
@@ -3286,7 +3474,7 @@ type AuthorizerValidateRequest struct {
 
 func (x *AuthorizerValidateRequest) Reset() {
 	*x = AuthorizerValidateRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3298,7 +3486,7 @@ func (x *AuthorizerValidateRequest) String() string {
 func (*AuthorizerValidateRequest) ProtoMessage() {}
 
 func (x *AuthorizerValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[53]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3311,7 +3499,7 @@ func (x *AuthorizerValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerValidateRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerValidateRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{53}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AuthorizerValidateRequest) GetType() string {
@@ -3337,7 +3525,7 @@ type AuthorizerValidateResponse struct {
 
 func (x *AuthorizerValidateResponse) Reset() {
 	*x = AuthorizerValidateResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3537,7 @@ func (x *AuthorizerValidateResponse) String() string {
 func (*AuthorizerValidateResponse) ProtoMessage() {}
 
 func (x *AuthorizerValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[54]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3550,7 @@ func (x *AuthorizerValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerValidateResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerValidateResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{54}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AuthorizerValidateResponse) GetDiagnostics() []*Diagnostic {
@@ -3381,7 +3569,7 @@ type AuthorizerDescribeRequest struct {
 
 func (x *AuthorizerDescribeRequest) Reset() {
 	*x = AuthorizerDescribeRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3581,7 @@ func (x *AuthorizerDescribeRequest) String() string {
 func (*AuthorizerDescribeRequest) ProtoMessage() {}
 
 func (x *AuthorizerDescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[55]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3594,7 @@ func (x *AuthorizerDescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerDescribeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerDescribeRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{55}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AuthorizerDescribeRequest) GetType() string {
@@ -3426,7 +3614,7 @@ type AuthorizerDescribeResponse struct {
 
 func (x *AuthorizerDescribeResponse) Reset() {
 	*x = AuthorizerDescribeResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3438,7 +3626,7 @@ func (x *AuthorizerDescribeResponse) String() string {
 func (*AuthorizerDescribeResponse) ProtoMessage() {}
 
 func (x *AuthorizerDescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[56]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3451,7 +3639,7 @@ func (x *AuthorizerDescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerDescribeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerDescribeResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{56}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AuthorizerDescribeResponse) GetAuthorizations() []*Authorization {
@@ -3478,7 +3666,7 @@ type AuthorizerAuthorizeRequest struct {
 
 func (x *AuthorizerAuthorizeRequest) Reset() {
 	*x = AuthorizerAuthorizeRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[57]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3490,7 +3678,7 @@ func (x *AuthorizerAuthorizeRequest) String() string {
 func (*AuthorizerAuthorizeRequest) ProtoMessage() {}
 
 func (x *AuthorizerAuthorizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[57]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3503,7 +3691,7 @@ func (x *AuthorizerAuthorizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerAuthorizeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerAuthorizeRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{57}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AuthorizerAuthorizeRequest) GetType() string {
@@ -3530,7 +3718,7 @@ type AuthorizerAuthorizeResponse struct {
 
 func (x *AuthorizerAuthorizeResponse) Reset() {
 	*x = AuthorizerAuthorizeResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[58]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3730,7 @@ func (x *AuthorizerAuthorizeResponse) String() string {
 func (*AuthorizerAuthorizeResponse) ProtoMessage() {}
 
 func (x *AuthorizerAuthorizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[58]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3743,7 @@ func (x *AuthorizerAuthorizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerAuthorizeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerAuthorizeResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{58}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AuthorizerAuthorizeResponse) GetId() string {
@@ -3582,7 +3770,7 @@ type AuthorizerRevokeRequest struct {
 
 func (x *AuthorizerRevokeRequest) Reset() {
 	*x = AuthorizerRevokeRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[59]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3594,7 +3782,7 @@ func (x *AuthorizerRevokeRequest) String() string {
 func (*AuthorizerRevokeRequest) ProtoMessage() {}
 
 func (x *AuthorizerRevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[59]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3607,7 +3795,7 @@ func (x *AuthorizerRevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerRevokeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizerRevokeRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{59}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AuthorizerRevokeRequest) GetType() string {
@@ -3633,7 +3821,7 @@ type AuthorizerRevokeResponse struct {
 
 func (x *AuthorizerRevokeResponse) Reset() {
 	*x = AuthorizerRevokeResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[60]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3645,7 +3833,7 @@ func (x *AuthorizerRevokeResponse) String() string {
 func (*AuthorizerRevokeResponse) ProtoMessage() {}
 
 func (x *AuthorizerRevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[60]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3658,7 +3846,7 @@ func (x *AuthorizerRevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizerRevokeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizerRevokeResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{60}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AuthorizerRevokeResponse) GetDiagnostics() []*Diagnostic {
@@ -3681,7 +3869,7 @@ type MetricsQueryRequest struct {
 
 func (x *MetricsQueryRequest) Reset() {
 	*x = MetricsQueryRequest{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[61]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3693,7 +3881,7 @@ func (x *MetricsQueryRequest) String() string {
 func (*MetricsQueryRequest) ProtoMessage() {}
 
 func (x *MetricsQueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[61]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3706,7 +3894,7 @@ func (x *MetricsQueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsQueryRequest.ProtoReflect.Descriptor instead.
 func (*MetricsQueryRequest) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{61}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *MetricsQueryRequest) GetType() string {
@@ -3747,7 +3935,7 @@ type MetricsQueryResponse struct {
 
 func (x *MetricsQueryResponse) Reset() {
 	*x = MetricsQueryResponse{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[62]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3759,7 +3947,7 @@ func (x *MetricsQueryResponse) String() string {
 func (*MetricsQueryResponse) ProtoMessage() {}
 
 func (x *MetricsQueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[62]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3772,7 +3960,7 @@ func (x *MetricsQueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsQueryResponse.ProtoReflect.Descriptor instead.
 func (*MetricsQueryResponse) Descriptor() ([]byte, []int) {
-	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{62}
+	return file_infrakit_provider_v1_provider_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *MetricsQueryResponse) GetValue() float64 {
@@ -3822,7 +4010,7 @@ type Schema_Attribute struct {
 
 func (x *Schema_Attribute) Reset() {
 	*x = Schema_Attribute{}
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[65]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +4022,7 @@ func (x *Schema_Attribute) String() string {
 func (*Schema_Attribute) ProtoMessage() {}
 
 func (x *Schema_Attribute) ProtoReflect() protoreflect.Message {
-	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[65]
+	mi := &file_infrakit_provider_v1_provider_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3936,12 +4124,13 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x1ae\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12<\n" +
-	"\x05value\x18\x02 \x01(\v2&.infrakit.provider.v1.Schema.AttributeR\x05value:\x028\x01\"\xae\x01\n" +
+	"\x05value\x18\x02 \x01(\v2&.infrakit.provider.v1.Schema.AttributeR\x05value:\x028\x01\"\xd3\x01\n" +
 	"\x06Object\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.infrakit.provider.v1.KindR\x04kind\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x124\n" +
 	"\x06schema\x18\x03 \x01(\v2\x1c.infrakit.provider.v1.SchemaR\x06schema\x12*\n" +
-	"\x11health_from_state\x18\x04 \x01(\bR\x0fhealthFromState\"\x19\n" +
+	"\x11health_from_state\x18\x04 \x01(\bR\x0fhealthFromState\x12#\n" +
+	"\rprepare_ahead\x18\x05 \x01(\bR\fprepareAhead\"\x19\n" +
 	"\x17ProviderMetadataRequest\"\x80\x01\n" +
 	"\x18ProviderMetadataResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -4036,6 +4225,21 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\x05index\x18\x05 \x01(\v2\x1b.infrakit.provider.v1.IndexR\x05index\"\x93\x01\n" +
 	"\x15FlavorPrepareResponse\x126\n" +
 	"\x04spec\x18\x01 \x01(\v2\".infrakit.provider.v1.InstanceSpecR\x04spec\x12B\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"\xd0\x01\n" +
+	"\x19FlavorPrepareBatchRequest\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1e\n" +
+	"\n" +
+	"properties\x18\x02 \x01(\fR\n" +
+	"properties\x12@\n" +
+	"\n" +
+	"allocation\x18\x03 \x01(\v2 .infrakit.provider.v1.AllocationR\n" +
+	"allocation\x12=\n" +
+	"\x05items\x18\x04 \x03(\v2'.infrakit.provider.v1.FlavorPrepareItemR\x05items\"~\n" +
+	"\x11FlavorPrepareItem\x126\n" +
+	"\x04spec\x18\x01 \x01(\v2\".infrakit.provider.v1.InstanceSpecR\x04spec\x121\n" +
+	"\x05index\x18\x02 \x01(\v2\x1b.infrakit.provider.v1.IndexR\x05index\"\xa7\x01\n" +
+	"\x1aFlavorPrepareBatchResponse\x12E\n" +
+	"\aresults\x18\x01 \x03(\v2+.infrakit.provider.v1.FlavorPrepareResponseR\aresults\x12B\n" +
 	"\vdiagnostics\x18\x02 \x03(\v2 .infrakit.provider.v1.DiagnosticR\vdiagnostics\"\x91\x01\n" +
 	"\x14FlavorHealthyRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1e\n" +
@@ -4190,13 +4394,14 @@ const file_infrakit_provider_v1_provider_proto_rawDesc = "" +
 	"\x05Label\x12*.infrakit.provider.v1.InstanceLabelRequest\x1a+.infrakit.provider.v1.InstanceLabelResponse\x12f\n" +
 	"\aDestroy\x12,.infrakit.provider.v1.InstanceDestroyRequest\x1a-.infrakit.provider.v1.InstanceDestroyResponse\x12\x84\x01\n" +
 	"\x11DescribeInstances\x126.infrakit.provider.v1.InstanceDescribeInstancesRequest\x1a7.infrakit.provider.v1.InstanceDescribeInstancesResponse\x12b\n" +
-	"\x05Watch\x12*.infrakit.provider.v1.InstanceWatchRequest\x1a+.infrakit.provider.v1.InstanceWatchResponse0\x012\x88\x04\n" +
+	"\x05Watch\x12*.infrakit.provider.v1.InstanceWatchRequest\x1a+.infrakit.provider.v1.InstanceWatchResponse0\x012\xfb\x04\n" +
 	"\x06Flavor\x12e\n" +
 	"\bValidate\x12+.infrakit.provider.v1.FlavorValidateRequest\x1a,.infrakit.provider.v1.FlavorValidateResponse\x12b\n" +
 	"\aPrepare\x12*.infrakit.provider.v1.FlavorPrepareRequest\x1a+.infrakit.provider.v1.FlavorPrepareResponse\x12b\n" +
 	"\aHealthy\x12*.infrakit.provider.v1.FlavorHealthyRequest\x1a+.infrakit.provider.v1.FlavorHealthyResponse\x12\\\n" +
 	"\x05Drain\x12(.infrakit.provider.v1.FlavorDrainRequest\x1a).infrakit.provider.v1.FlavorDrainResponse\x12q\n" +
-	"\fHealthyBatch\x12/.infrakit.provider.v1.FlavorHealthyBatchRequest\x1a0.infrakit.provider.v1.FlavorHealthyBatchResponse2\x8a\a\n" +
+	"\fHealthyBatch\x12/.infrakit.provider.v1.FlavorHealthyBatchRequest\x1a0.infrakit.provider.v1.FlavorHealthyBatchResponse\x12q\n" +
+	"\fPrepareBatch\x12/.infrakit.provider.v1.FlavorPrepareBatchRequest\x1a0.infrakit.provider.v1.FlavorPrepareBatchResponse2\x8a\a\n" +
 	"\fLoadBalancer\x12k\n" +
 	"\x06Routes\x12/.infrakit.provider.v1.LoadBalancerRoutesRequest\x1a0.infrakit.provider.v1.LoadBalancerRoutesResponse\x12n\n" +
 	"\aPublish\x120.infrakit.provider.v1.LoadBalancerPublishRequest\x1a1.infrakit.provider.v1.LoadBalancerPublishResponse\x12t\n" +
@@ -4227,7 +4432,7 @@ func file_infrakit_provider_v1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_infrakit_provider_v1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_infrakit_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_infrakit_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_infrakit_provider_v1_provider_proto_goTypes = []any{
 	(InstanceState)(0),                               // 0: infrakit.provider.v1.InstanceState
 	(Kind)(0),                                        // 1: infrakit.provider.v1.Kind
@@ -4263,62 +4468,65 @@ var file_infrakit_provider_v1_provider_proto_goTypes = []any{
 	(*FlavorValidateResponse)(nil),                   // 31: infrakit.provider.v1.FlavorValidateResponse
 	(*FlavorPrepareRequest)(nil),                     // 32: infrakit.provider.v1.FlavorPrepareRequest
 	(*FlavorPrepareResponse)(nil),                    // 33: infrakit.provider.v1.FlavorPrepareResponse
-	(*FlavorHealthyRequest)(nil),                     // 34: infrakit.provider.v1.FlavorHealthyRequest
-	(*FlavorHealthyResponse)(nil),                    // 35: infrakit.provider.v1.FlavorHealthyResponse
-	(*FlavorHealthyBatchRequest)(nil),                // 36: infrakit.provider.v1.FlavorHealthyBatchRequest
-	(*FlavorHealthyBatchResponse)(nil),               // 37: infrakit.provider.v1.FlavorHealthyBatchResponse
-	(*FlavorDrainRequest)(nil),                       // 38: infrakit.provider.v1.FlavorDrainRequest
-	(*FlavorDrainResponse)(nil),                      // 39: infrakit.provider.v1.FlavorDrainResponse
-	(*Route)(nil),                                    // 40: infrakit.provider.v1.Route
-	(*HealthCheck)(nil),                              // 41: infrakit.provider.v1.HealthCheck
-	(*Backend)(nil),                                  // 42: infrakit.provider.v1.Backend
-	(*LoadBalancerRoutesRequest)(nil),                // 43: infrakit.provider.v1.LoadBalancerRoutesRequest
-	(*LoadBalancerRoutesResponse)(nil),               // 44: infrakit.provider.v1.LoadBalancerRoutesResponse
-	(*LoadBalancerPublishRequest)(nil),               // 45: infrakit.provider.v1.LoadBalancerPublishRequest
-	(*LoadBalancerPublishResponse)(nil),              // 46: infrakit.provider.v1.LoadBalancerPublishResponse
-	(*LoadBalancerUnpublishRequest)(nil),             // 47: infrakit.provider.v1.LoadBalancerUnpublishRequest
-	(*LoadBalancerUnpublishResponse)(nil),            // 48: infrakit.provider.v1.LoadBalancerUnpublishResponse
-	(*LoadBalancerConfigureHealthCheckRequest)(nil),  // 49: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
-	(*LoadBalancerConfigureHealthCheckResponse)(nil), // 50: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
-	(*LoadBalancerBackendsRequest)(nil),              // 51: infrakit.provider.v1.LoadBalancerBackendsRequest
-	(*LoadBalancerBackendsResponse)(nil),             // 52: infrakit.provider.v1.LoadBalancerBackendsResponse
-	(*LoadBalancerRegisterBackendsRequest)(nil),      // 53: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
-	(*LoadBalancerRegisterBackendsResponse)(nil),     // 54: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
-	(*LoadBalancerDeregisterBackendsRequest)(nil),    // 55: infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
-	(*LoadBalancerDeregisterBackendsResponse)(nil),   // 56: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
-	(*Authorization)(nil),                            // 57: infrakit.provider.v1.Authorization
-	(*AuthorizerValidateRequest)(nil),                // 58: infrakit.provider.v1.AuthorizerValidateRequest
-	(*AuthorizerValidateResponse)(nil),               // 59: infrakit.provider.v1.AuthorizerValidateResponse
-	(*AuthorizerDescribeRequest)(nil),                // 60: infrakit.provider.v1.AuthorizerDescribeRequest
-	(*AuthorizerDescribeResponse)(nil),               // 61: infrakit.provider.v1.AuthorizerDescribeResponse
-	(*AuthorizerAuthorizeRequest)(nil),               // 62: infrakit.provider.v1.AuthorizerAuthorizeRequest
-	(*AuthorizerAuthorizeResponse)(nil),              // 63: infrakit.provider.v1.AuthorizerAuthorizeResponse
-	(*AuthorizerRevokeRequest)(nil),                  // 64: infrakit.provider.v1.AuthorizerRevokeRequest
-	(*AuthorizerRevokeResponse)(nil),                 // 65: infrakit.provider.v1.AuthorizerRevokeResponse
-	(*MetricsQueryRequest)(nil),                      // 66: infrakit.provider.v1.MetricsQueryRequest
-	(*MetricsQueryResponse)(nil),                     // 67: infrakit.provider.v1.MetricsQueryResponse
-	nil,                                              // 68: infrakit.provider.v1.InstanceSpec.TagsEntry
-	nil,                                              // 69: infrakit.provider.v1.InstanceDescription.TagsEntry
-	(*Schema_Attribute)(nil),                         // 70: infrakit.provider.v1.Schema.Attribute
-	nil,                                              // 71: infrakit.provider.v1.Schema.AttributesEntry
-	nil,                                              // 72: infrakit.provider.v1.InstanceLabelRequest.TagsEntry
-	nil,                                              // 73: infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
-	nil,                                              // 74: infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
-	nil,                                              // 75: infrakit.provider.v1.InstanceWatchRequest.TagsEntry
-	nil,                                              // 76: infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
-	nil,                                              // 77: infrakit.provider.v1.Authorization.TagsEntry
-	(*durationpb.Duration)(nil),                      // 78: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),                    // 79: google.protobuf.Timestamp
+	(*FlavorPrepareBatchRequest)(nil),                // 34: infrakit.provider.v1.FlavorPrepareBatchRequest
+	(*FlavorPrepareItem)(nil),                        // 35: infrakit.provider.v1.FlavorPrepareItem
+	(*FlavorPrepareBatchResponse)(nil),               // 36: infrakit.provider.v1.FlavorPrepareBatchResponse
+	(*FlavorHealthyRequest)(nil),                     // 37: infrakit.provider.v1.FlavorHealthyRequest
+	(*FlavorHealthyResponse)(nil),                    // 38: infrakit.provider.v1.FlavorHealthyResponse
+	(*FlavorHealthyBatchRequest)(nil),                // 39: infrakit.provider.v1.FlavorHealthyBatchRequest
+	(*FlavorHealthyBatchResponse)(nil),               // 40: infrakit.provider.v1.FlavorHealthyBatchResponse
+	(*FlavorDrainRequest)(nil),                       // 41: infrakit.provider.v1.FlavorDrainRequest
+	(*FlavorDrainResponse)(nil),                      // 42: infrakit.provider.v1.FlavorDrainResponse
+	(*Route)(nil),                                    // 43: infrakit.provider.v1.Route
+	(*HealthCheck)(nil),                              // 44: infrakit.provider.v1.HealthCheck
+	(*Backend)(nil),                                  // 45: infrakit.provider.v1.Backend
+	(*LoadBalancerRoutesRequest)(nil),                // 46: infrakit.provider.v1.LoadBalancerRoutesRequest
+	(*LoadBalancerRoutesResponse)(nil),               // 47: infrakit.provider.v1.LoadBalancerRoutesResponse
+	(*LoadBalancerPublishRequest)(nil),               // 48: infrakit.provider.v1.LoadBalancerPublishRequest
+	(*LoadBalancerPublishResponse)(nil),              // 49: infrakit.provider.v1.LoadBalancerPublishResponse
+	(*LoadBalancerUnpublishRequest)(nil),             // 50: infrakit.provider.v1.LoadBalancerUnpublishRequest
+	(*LoadBalancerUnpublishResponse)(nil),            // 51: infrakit.provider.v1.LoadBalancerUnpublishResponse
+	(*LoadBalancerConfigureHealthCheckRequest)(nil),  // 52: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
+	(*LoadBalancerConfigureHealthCheckResponse)(nil), // 53: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
+	(*LoadBalancerBackendsRequest)(nil),              // 54: infrakit.provider.v1.LoadBalancerBackendsRequest
+	(*LoadBalancerBackendsResponse)(nil),             // 55: infrakit.provider.v1.LoadBalancerBackendsResponse
+	(*LoadBalancerRegisterBackendsRequest)(nil),      // 56: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
+	(*LoadBalancerRegisterBackendsResponse)(nil),     // 57: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
+	(*LoadBalancerDeregisterBackendsRequest)(nil),    // 58: infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
+	(*LoadBalancerDeregisterBackendsResponse)(nil),   // 59: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
+	(*Authorization)(nil),                            // 60: infrakit.provider.v1.Authorization
+	(*AuthorizerValidateRequest)(nil),                // 61: infrakit.provider.v1.AuthorizerValidateRequest
+	(*AuthorizerValidateResponse)(nil),               // 62: infrakit.provider.v1.AuthorizerValidateResponse
+	(*AuthorizerDescribeRequest)(nil),                // 63: infrakit.provider.v1.AuthorizerDescribeRequest
+	(*AuthorizerDescribeResponse)(nil),               // 64: infrakit.provider.v1.AuthorizerDescribeResponse
+	(*AuthorizerAuthorizeRequest)(nil),               // 65: infrakit.provider.v1.AuthorizerAuthorizeRequest
+	(*AuthorizerAuthorizeResponse)(nil),              // 66: infrakit.provider.v1.AuthorizerAuthorizeResponse
+	(*AuthorizerRevokeRequest)(nil),                  // 67: infrakit.provider.v1.AuthorizerRevokeRequest
+	(*AuthorizerRevokeResponse)(nil),                 // 68: infrakit.provider.v1.AuthorizerRevokeResponse
+	(*MetricsQueryRequest)(nil),                      // 69: infrakit.provider.v1.MetricsQueryRequest
+	(*MetricsQueryResponse)(nil),                     // 70: infrakit.provider.v1.MetricsQueryResponse
+	nil,                                              // 71: infrakit.provider.v1.InstanceSpec.TagsEntry
+	nil,                                              // 72: infrakit.provider.v1.InstanceDescription.TagsEntry
+	(*Schema_Attribute)(nil),                         // 73: infrakit.provider.v1.Schema.Attribute
+	nil,                                              // 74: infrakit.provider.v1.Schema.AttributesEntry
+	nil,                                              // 75: infrakit.provider.v1.InstanceLabelRequest.TagsEntry
+	nil,                                              // 76: infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
+	nil,                                              // 77: infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
+	nil,                                              // 78: infrakit.provider.v1.InstanceWatchRequest.TagsEntry
+	nil,                                              // 79: infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
+	nil,                                              // 80: infrakit.provider.v1.Authorization.TagsEntry
+	(*durationpb.Duration)(nil),                      // 81: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),                    // 82: google.protobuf.Timestamp
 }
 var file_infrakit_provider_v1_provider_proto_depIdxs = []int32{
 	3,  // 0: infrakit.provider.v1.Diagnostic.severity:type_name -> infrakit.provider.v1.Diagnostic.Severity
-	68, // 1: infrakit.provider.v1.InstanceSpec.tags:type_name -> infrakit.provider.v1.InstanceSpec.TagsEntry
+	71, // 1: infrakit.provider.v1.InstanceSpec.tags:type_name -> infrakit.provider.v1.InstanceSpec.TagsEntry
 	6,  // 2: infrakit.provider.v1.InstanceSpec.attachments:type_name -> infrakit.provider.v1.Attachment
-	69, // 3: infrakit.provider.v1.InstanceDescription.tags:type_name -> infrakit.provider.v1.InstanceDescription.TagsEntry
+	72, // 3: infrakit.provider.v1.InstanceDescription.tags:type_name -> infrakit.provider.v1.InstanceDescription.TagsEntry
 	0,  // 4: infrakit.provider.v1.InstanceDescription.state:type_name -> infrakit.provider.v1.InstanceState
 	4,  // 5: infrakit.provider.v1.InstanceEvent.type:type_name -> infrakit.provider.v1.InstanceEvent.Type
 	8,  // 6: infrakit.provider.v1.InstanceEvent.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	71, // 7: infrakit.provider.v1.Schema.attributes:type_name -> infrakit.provider.v1.Schema.AttributesEntry
+	74, // 7: infrakit.provider.v1.Schema.attributes:type_name -> infrakit.provider.v1.Schema.AttributesEntry
 	1,  // 8: infrakit.provider.v1.Object.kind:type_name -> infrakit.provider.v1.Kind
 	10, // 9: infrakit.provider.v1.Object.schema:type_name -> infrakit.provider.v1.Schema
 	11, // 10: infrakit.provider.v1.ProviderMetadataResponse.objects:type_name -> infrakit.provider.v1.Object
@@ -4327,14 +4535,14 @@ var file_infrakit_provider_v1_provider_proto_depIdxs = []int32{
 	7,  // 13: infrakit.provider.v1.InstanceProvisionRequest.spec:type_name -> infrakit.provider.v1.InstanceSpec
 	5,  // 14: infrakit.provider.v1.InstanceProvisionResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
 	8,  // 15: infrakit.provider.v1.InstanceProvisionResponse.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	72, // 16: infrakit.provider.v1.InstanceLabelRequest.tags:type_name -> infrakit.provider.v1.InstanceLabelRequest.TagsEntry
+	75, // 16: infrakit.provider.v1.InstanceLabelRequest.tags:type_name -> infrakit.provider.v1.InstanceLabelRequest.TagsEntry
 	5,  // 17: infrakit.provider.v1.InstanceLabelResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
 	5,  // 18: infrakit.provider.v1.InstanceDestroyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	73, // 19: infrakit.provider.v1.InstanceDescribeInstancesRequest.tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
+	76, // 19: infrakit.provider.v1.InstanceDescribeInstancesRequest.tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesRequest.TagsEntry
 	8,  // 20: infrakit.provider.v1.InstanceDescribeInstancesResponse.instances:type_name -> infrakit.provider.v1.InstanceDescription
 	5,  // 21: infrakit.provider.v1.InstanceDescribeInstancesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	74, // 22: infrakit.provider.v1.InstanceDescribeInstancesResponse.common_tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
-	75, // 23: infrakit.provider.v1.InstanceWatchRequest.tags:type_name -> infrakit.provider.v1.InstanceWatchRequest.TagsEntry
+	77, // 22: infrakit.provider.v1.InstanceDescribeInstancesResponse.common_tags:type_name -> infrakit.provider.v1.InstanceDescribeInstancesResponse.CommonTagsEntry
+	78, // 23: infrakit.provider.v1.InstanceWatchRequest.tags:type_name -> infrakit.provider.v1.InstanceWatchRequest.TagsEntry
 	9,  // 24: infrakit.provider.v1.InstanceWatchResponse.event:type_name -> infrakit.provider.v1.InstanceEvent
 	5,  // 25: infrakit.provider.v1.InstanceWatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
 	28, // 26: infrakit.provider.v1.FlavorValidateRequest.allocation:type_name -> infrakit.provider.v1.Allocation
@@ -4344,95 +4552,103 @@ var file_infrakit_provider_v1_provider_proto_depIdxs = []int32{
 	29, // 30: infrakit.provider.v1.FlavorPrepareRequest.index:type_name -> infrakit.provider.v1.Index
 	7,  // 31: infrakit.provider.v1.FlavorPrepareResponse.spec:type_name -> infrakit.provider.v1.InstanceSpec
 	5,  // 32: infrakit.provider.v1.FlavorPrepareResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 33: infrakit.provider.v1.FlavorHealthyRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	2,  // 34: infrakit.provider.v1.FlavorHealthyResponse.health:type_name -> infrakit.provider.v1.Health
-	5,  // 35: infrakit.provider.v1.FlavorHealthyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 36: infrakit.provider.v1.FlavorHealthyBatchRequest.instances:type_name -> infrakit.provider.v1.InstanceDescription
-	76, // 37: infrakit.provider.v1.FlavorHealthyBatchRequest.common_tags:type_name -> infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
-	2,  // 38: infrakit.provider.v1.FlavorHealthyBatchResponse.health:type_name -> infrakit.provider.v1.Health
-	5,  // 39: infrakit.provider.v1.FlavorHealthyBatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	8,  // 40: infrakit.provider.v1.FlavorDrainRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
-	5,  // 41: infrakit.provider.v1.FlavorDrainResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	78, // 42: infrakit.provider.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
-	78, // 43: infrakit.provider.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
-	40, // 44: infrakit.provider.v1.LoadBalancerRoutesResponse.routes:type_name -> infrakit.provider.v1.Route
-	5,  // 45: infrakit.provider.v1.LoadBalancerRoutesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	40, // 46: infrakit.provider.v1.LoadBalancerPublishRequest.route:type_name -> infrakit.provider.v1.Route
-	5,  // 47: infrakit.provider.v1.LoadBalancerPublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 48: infrakit.provider.v1.LoadBalancerUnpublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	41, // 49: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest.health_check:type_name -> infrakit.provider.v1.HealthCheck
-	5,  // 50: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	42, // 51: infrakit.provider.v1.LoadBalancerBackendsResponse.backends:type_name -> infrakit.provider.v1.Backend
-	5,  // 52: infrakit.provider.v1.LoadBalancerBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	42, // 53: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest.backends:type_name -> infrakit.provider.v1.Backend
-	5,  // 54: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 55: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	77, // 56: infrakit.provider.v1.Authorization.tags:type_name -> infrakit.provider.v1.Authorization.TagsEntry
-	5,  // 57: infrakit.provider.v1.AuthorizerValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	57, // 58: infrakit.provider.v1.AuthorizerDescribeResponse.authorizations:type_name -> infrakit.provider.v1.Authorization
-	5,  // 59: infrakit.provider.v1.AuthorizerDescribeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	57, // 60: infrakit.provider.v1.AuthorizerAuthorizeRequest.authorization:type_name -> infrakit.provider.v1.Authorization
-	5,  // 61: infrakit.provider.v1.AuthorizerAuthorizeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	5,  // 62: infrakit.provider.v1.AuthorizerRevokeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	79, // 63: infrakit.provider.v1.MetricsQueryRequest.time:type_name -> google.protobuf.Timestamp
-	79, // 64: infrakit.provider.v1.MetricsQueryResponse.time:type_name -> google.protobuf.Timestamp
-	5,  // 65: infrakit.provider.v1.MetricsQueryResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
-	70, // 66: infrakit.provider.v1.Schema.AttributesEntry.value:type_name -> infrakit.provider.v1.Schema.Attribute
-	12, // 67: infrakit.provider.v1.Provider.Metadata:input_type -> infrakit.provider.v1.ProviderMetadataRequest
-	14, // 68: infrakit.provider.v1.Provider.Configure:input_type -> infrakit.provider.v1.ProviderConfigureRequest
-	16, // 69: infrakit.provider.v1.Instance.Validate:input_type -> infrakit.provider.v1.InstanceValidateRequest
-	18, // 70: infrakit.provider.v1.Instance.Provision:input_type -> infrakit.provider.v1.InstanceProvisionRequest
-	20, // 71: infrakit.provider.v1.Instance.Label:input_type -> infrakit.provider.v1.InstanceLabelRequest
-	22, // 72: infrakit.provider.v1.Instance.Destroy:input_type -> infrakit.provider.v1.InstanceDestroyRequest
-	24, // 73: infrakit.provider.v1.Instance.DescribeInstances:input_type -> infrakit.provider.v1.InstanceDescribeInstancesRequest
-	26, // 74: infrakit.provider.v1.Instance.Watch:input_type -> infrakit.provider.v1.InstanceWatchRequest
-	30, // 75: infrakit.provider.v1.Flavor.Validate:input_type -> infrakit.provider.v1.FlavorValidateRequest
-	32, // 76: infrakit.provider.v1.Flavor.Prepare:input_type -> infrakit.provider.v1.FlavorPrepareRequest
-	34, // 77: infrakit.provider.v1.Flavor.Healthy:input_type -> infrakit.provider.v1.FlavorHealthyRequest
-	38, // 78: infrakit.provider.v1.Flavor.Drain:input_type -> infrakit.provider.v1.FlavorDrainRequest
-	36, // 79: infrakit.provider.v1.Flavor.HealthyBatch:input_type -> infrakit.provider.v1.FlavorHealthyBatchRequest
-	43, // 80: infrakit.provider.v1.LoadBalancer.Routes:input_type -> infrakit.provider.v1.LoadBalancerRoutesRequest
-	45, // 81: infrakit.provider.v1.LoadBalancer.Publish:input_type -> infrakit.provider.v1.LoadBalancerPublishRequest
-	47, // 82: infrakit.provider.v1.LoadBalancer.Unpublish:input_type -> infrakit.provider.v1.LoadBalancerUnpublishRequest
-	49, // 83: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:input_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
-	51, // 84: infrakit.provider.v1.LoadBalancer.Backends:input_type -> infrakit.provider.v1.LoadBalancerBackendsRequest
-	53, // 85: infrakit.provider.v1.LoadBalancer.RegisterBackends:input_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
-	55, // 86: infrakit.provider.v1.LoadBalancer.DeregisterBackends:input_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
-	58, // 87: infrakit.provider.v1.Authorizer.Validate:input_type -> infrakit.provider.v1.AuthorizerValidateRequest
-	60, // 88: infrakit.provider.v1.Authorizer.Describe:input_type -> infrakit.provider.v1.AuthorizerDescribeRequest
-	62, // 89: infrakit.provider.v1.Authorizer.Authorize:input_type -> infrakit.provider.v1.AuthorizerAuthorizeRequest
-	64, // 90: infrakit.provider.v1.Authorizer.Revoke:input_type -> infrakit.provider.v1.AuthorizerRevokeRequest
-	66, // 91: infrakit.provider.v1.Metrics.Query:input_type -> infrakit.provider.v1.MetricsQueryRequest
-	13, // 92: infrakit.provider.v1.Provider.Metadata:output_type -> infrakit.provider.v1.ProviderMetadataResponse
-	15, // 93: infrakit.provider.v1.Provider.Configure:output_type -> infrakit.provider.v1.ProviderConfigureResponse
-	17, // 94: infrakit.provider.v1.Instance.Validate:output_type -> infrakit.provider.v1.InstanceValidateResponse
-	19, // 95: infrakit.provider.v1.Instance.Provision:output_type -> infrakit.provider.v1.InstanceProvisionResponse
-	21, // 96: infrakit.provider.v1.Instance.Label:output_type -> infrakit.provider.v1.InstanceLabelResponse
-	23, // 97: infrakit.provider.v1.Instance.Destroy:output_type -> infrakit.provider.v1.InstanceDestroyResponse
-	25, // 98: infrakit.provider.v1.Instance.DescribeInstances:output_type -> infrakit.provider.v1.InstanceDescribeInstancesResponse
-	27, // 99: infrakit.provider.v1.Instance.Watch:output_type -> infrakit.provider.v1.InstanceWatchResponse
-	31, // 100: infrakit.provider.v1.Flavor.Validate:output_type -> infrakit.provider.v1.FlavorValidateResponse
-	33, // 101: infrakit.provider.v1.Flavor.Prepare:output_type -> infrakit.provider.v1.FlavorPrepareResponse
-	35, // 102: infrakit.provider.v1.Flavor.Healthy:output_type -> infrakit.provider.v1.FlavorHealthyResponse
-	39, // 103: infrakit.provider.v1.Flavor.Drain:output_type -> infrakit.provider.v1.FlavorDrainResponse
-	37, // 104: infrakit.provider.v1.Flavor.HealthyBatch:output_type -> infrakit.provider.v1.FlavorHealthyBatchResponse
-	44, // 105: infrakit.provider.v1.LoadBalancer.Routes:output_type -> infrakit.provider.v1.LoadBalancerRoutesResponse
-	46, // 106: infrakit.provider.v1.LoadBalancer.Publish:output_type -> infrakit.provider.v1.LoadBalancerPublishResponse
-	48, // 107: infrakit.provider.v1.LoadBalancer.Unpublish:output_type -> infrakit.provider.v1.LoadBalancerUnpublishResponse
-	50, // 108: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:output_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
-	52, // 109: infrakit.provider.v1.LoadBalancer.Backends:output_type -> infrakit.provider.v1.LoadBalancerBackendsResponse
-	54, // 110: infrakit.provider.v1.LoadBalancer.RegisterBackends:output_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
-	56, // 111: infrakit.provider.v1.LoadBalancer.DeregisterBackends:output_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
-	59, // 112: infrakit.provider.v1.Authorizer.Validate:output_type -> infrakit.provider.v1.AuthorizerValidateResponse
-	61, // 113: infrakit.provider.v1.Authorizer.Describe:output_type -> infrakit.provider.v1.AuthorizerDescribeResponse
-	63, // 114: infrakit.provider.v1.Authorizer.Authorize:output_type -> infrakit.provider.v1.AuthorizerAuthorizeResponse
-	65, // 115: infrakit.provider.v1.Authorizer.Revoke:output_type -> infrakit.provider.v1.AuthorizerRevokeResponse
-	67, // 116: infrakit.provider.v1.Metrics.Query:output_type -> infrakit.provider.v1.MetricsQueryResponse
-	92, // [92:117] is the sub-list for method output_type
-	67, // [67:92] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	28, // 33: infrakit.provider.v1.FlavorPrepareBatchRequest.allocation:type_name -> infrakit.provider.v1.Allocation
+	35, // 34: infrakit.provider.v1.FlavorPrepareBatchRequest.items:type_name -> infrakit.provider.v1.FlavorPrepareItem
+	7,  // 35: infrakit.provider.v1.FlavorPrepareItem.spec:type_name -> infrakit.provider.v1.InstanceSpec
+	29, // 36: infrakit.provider.v1.FlavorPrepareItem.index:type_name -> infrakit.provider.v1.Index
+	33, // 37: infrakit.provider.v1.FlavorPrepareBatchResponse.results:type_name -> infrakit.provider.v1.FlavorPrepareResponse
+	5,  // 38: infrakit.provider.v1.FlavorPrepareBatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 39: infrakit.provider.v1.FlavorHealthyRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
+	2,  // 40: infrakit.provider.v1.FlavorHealthyResponse.health:type_name -> infrakit.provider.v1.Health
+	5,  // 41: infrakit.provider.v1.FlavorHealthyResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 42: infrakit.provider.v1.FlavorHealthyBatchRequest.instances:type_name -> infrakit.provider.v1.InstanceDescription
+	79, // 43: infrakit.provider.v1.FlavorHealthyBatchRequest.common_tags:type_name -> infrakit.provider.v1.FlavorHealthyBatchRequest.CommonTagsEntry
+	2,  // 44: infrakit.provider.v1.FlavorHealthyBatchResponse.health:type_name -> infrakit.provider.v1.Health
+	5,  // 45: infrakit.provider.v1.FlavorHealthyBatchResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	8,  // 46: infrakit.provider.v1.FlavorDrainRequest.instance:type_name -> infrakit.provider.v1.InstanceDescription
+	5,  // 47: infrakit.provider.v1.FlavorDrainResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	81, // 48: infrakit.provider.v1.HealthCheck.interval:type_name -> google.protobuf.Duration
+	81, // 49: infrakit.provider.v1.HealthCheck.timeout:type_name -> google.protobuf.Duration
+	43, // 50: infrakit.provider.v1.LoadBalancerRoutesResponse.routes:type_name -> infrakit.provider.v1.Route
+	5,  // 51: infrakit.provider.v1.LoadBalancerRoutesResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	43, // 52: infrakit.provider.v1.LoadBalancerPublishRequest.route:type_name -> infrakit.provider.v1.Route
+	5,  // 53: infrakit.provider.v1.LoadBalancerPublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 54: infrakit.provider.v1.LoadBalancerUnpublishResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	44, // 55: infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest.health_check:type_name -> infrakit.provider.v1.HealthCheck
+	5,  // 56: infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	45, // 57: infrakit.provider.v1.LoadBalancerBackendsResponse.backends:type_name -> infrakit.provider.v1.Backend
+	5,  // 58: infrakit.provider.v1.LoadBalancerBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	45, // 59: infrakit.provider.v1.LoadBalancerRegisterBackendsRequest.backends:type_name -> infrakit.provider.v1.Backend
+	5,  // 60: infrakit.provider.v1.LoadBalancerRegisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 61: infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	80, // 62: infrakit.provider.v1.Authorization.tags:type_name -> infrakit.provider.v1.Authorization.TagsEntry
+	5,  // 63: infrakit.provider.v1.AuthorizerValidateResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	60, // 64: infrakit.provider.v1.AuthorizerDescribeResponse.authorizations:type_name -> infrakit.provider.v1.Authorization
+	5,  // 65: infrakit.provider.v1.AuthorizerDescribeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	60, // 66: infrakit.provider.v1.AuthorizerAuthorizeRequest.authorization:type_name -> infrakit.provider.v1.Authorization
+	5,  // 67: infrakit.provider.v1.AuthorizerAuthorizeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	5,  // 68: infrakit.provider.v1.AuthorizerRevokeResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	82, // 69: infrakit.provider.v1.MetricsQueryRequest.time:type_name -> google.protobuf.Timestamp
+	82, // 70: infrakit.provider.v1.MetricsQueryResponse.time:type_name -> google.protobuf.Timestamp
+	5,  // 71: infrakit.provider.v1.MetricsQueryResponse.diagnostics:type_name -> infrakit.provider.v1.Diagnostic
+	73, // 72: infrakit.provider.v1.Schema.AttributesEntry.value:type_name -> infrakit.provider.v1.Schema.Attribute
+	12, // 73: infrakit.provider.v1.Provider.Metadata:input_type -> infrakit.provider.v1.ProviderMetadataRequest
+	14, // 74: infrakit.provider.v1.Provider.Configure:input_type -> infrakit.provider.v1.ProviderConfigureRequest
+	16, // 75: infrakit.provider.v1.Instance.Validate:input_type -> infrakit.provider.v1.InstanceValidateRequest
+	18, // 76: infrakit.provider.v1.Instance.Provision:input_type -> infrakit.provider.v1.InstanceProvisionRequest
+	20, // 77: infrakit.provider.v1.Instance.Label:input_type -> infrakit.provider.v1.InstanceLabelRequest
+	22, // 78: infrakit.provider.v1.Instance.Destroy:input_type -> infrakit.provider.v1.InstanceDestroyRequest
+	24, // 79: infrakit.provider.v1.Instance.DescribeInstances:input_type -> infrakit.provider.v1.InstanceDescribeInstancesRequest
+	26, // 80: infrakit.provider.v1.Instance.Watch:input_type -> infrakit.provider.v1.InstanceWatchRequest
+	30, // 81: infrakit.provider.v1.Flavor.Validate:input_type -> infrakit.provider.v1.FlavorValidateRequest
+	32, // 82: infrakit.provider.v1.Flavor.Prepare:input_type -> infrakit.provider.v1.FlavorPrepareRequest
+	37, // 83: infrakit.provider.v1.Flavor.Healthy:input_type -> infrakit.provider.v1.FlavorHealthyRequest
+	41, // 84: infrakit.provider.v1.Flavor.Drain:input_type -> infrakit.provider.v1.FlavorDrainRequest
+	39, // 85: infrakit.provider.v1.Flavor.HealthyBatch:input_type -> infrakit.provider.v1.FlavorHealthyBatchRequest
+	34, // 86: infrakit.provider.v1.Flavor.PrepareBatch:input_type -> infrakit.provider.v1.FlavorPrepareBatchRequest
+	46, // 87: infrakit.provider.v1.LoadBalancer.Routes:input_type -> infrakit.provider.v1.LoadBalancerRoutesRequest
+	48, // 88: infrakit.provider.v1.LoadBalancer.Publish:input_type -> infrakit.provider.v1.LoadBalancerPublishRequest
+	50, // 89: infrakit.provider.v1.LoadBalancer.Unpublish:input_type -> infrakit.provider.v1.LoadBalancerUnpublishRequest
+	52, // 90: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:input_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckRequest
+	54, // 91: infrakit.provider.v1.LoadBalancer.Backends:input_type -> infrakit.provider.v1.LoadBalancerBackendsRequest
+	56, // 92: infrakit.provider.v1.LoadBalancer.RegisterBackends:input_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsRequest
+	58, // 93: infrakit.provider.v1.LoadBalancer.DeregisterBackends:input_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsRequest
+	61, // 94: infrakit.provider.v1.Authorizer.Validate:input_type -> infrakit.provider.v1.AuthorizerValidateRequest
+	63, // 95: infrakit.provider.v1.Authorizer.Describe:input_type -> infrakit.provider.v1.AuthorizerDescribeRequest
+	65, // 96: infrakit.provider.v1.Authorizer.Authorize:input_type -> infrakit.provider.v1.AuthorizerAuthorizeRequest
+	67, // 97: infrakit.provider.v1.Authorizer.Revoke:input_type -> infrakit.provider.v1.AuthorizerRevokeRequest
+	69, // 98: infrakit.provider.v1.Metrics.Query:input_type -> infrakit.provider.v1.MetricsQueryRequest
+	13, // 99: infrakit.provider.v1.Provider.Metadata:output_type -> infrakit.provider.v1.ProviderMetadataResponse
+	15, // 100: infrakit.provider.v1.Provider.Configure:output_type -> infrakit.provider.v1.ProviderConfigureResponse
+	17, // 101: infrakit.provider.v1.Instance.Validate:output_type -> infrakit.provider.v1.InstanceValidateResponse
+	19, // 102: infrakit.provider.v1.Instance.Provision:output_type -> infrakit.provider.v1.InstanceProvisionResponse
+	21, // 103: infrakit.provider.v1.Instance.Label:output_type -> infrakit.provider.v1.InstanceLabelResponse
+	23, // 104: infrakit.provider.v1.Instance.Destroy:output_type -> infrakit.provider.v1.InstanceDestroyResponse
+	25, // 105: infrakit.provider.v1.Instance.DescribeInstances:output_type -> infrakit.provider.v1.InstanceDescribeInstancesResponse
+	27, // 106: infrakit.provider.v1.Instance.Watch:output_type -> infrakit.provider.v1.InstanceWatchResponse
+	31, // 107: infrakit.provider.v1.Flavor.Validate:output_type -> infrakit.provider.v1.FlavorValidateResponse
+	33, // 108: infrakit.provider.v1.Flavor.Prepare:output_type -> infrakit.provider.v1.FlavorPrepareResponse
+	38, // 109: infrakit.provider.v1.Flavor.Healthy:output_type -> infrakit.provider.v1.FlavorHealthyResponse
+	42, // 110: infrakit.provider.v1.Flavor.Drain:output_type -> infrakit.provider.v1.FlavorDrainResponse
+	40, // 111: infrakit.provider.v1.Flavor.HealthyBatch:output_type -> infrakit.provider.v1.FlavorHealthyBatchResponse
+	36, // 112: infrakit.provider.v1.Flavor.PrepareBatch:output_type -> infrakit.provider.v1.FlavorPrepareBatchResponse
+	47, // 113: infrakit.provider.v1.LoadBalancer.Routes:output_type -> infrakit.provider.v1.LoadBalancerRoutesResponse
+	49, // 114: infrakit.provider.v1.LoadBalancer.Publish:output_type -> infrakit.provider.v1.LoadBalancerPublishResponse
+	51, // 115: infrakit.provider.v1.LoadBalancer.Unpublish:output_type -> infrakit.provider.v1.LoadBalancerUnpublishResponse
+	53, // 116: infrakit.provider.v1.LoadBalancer.ConfigureHealthCheck:output_type -> infrakit.provider.v1.LoadBalancerConfigureHealthCheckResponse
+	55, // 117: infrakit.provider.v1.LoadBalancer.Backends:output_type -> infrakit.provider.v1.LoadBalancerBackendsResponse
+	57, // 118: infrakit.provider.v1.LoadBalancer.RegisterBackends:output_type -> infrakit.provider.v1.LoadBalancerRegisterBackendsResponse
+	59, // 119: infrakit.provider.v1.LoadBalancer.DeregisterBackends:output_type -> infrakit.provider.v1.LoadBalancerDeregisterBackendsResponse
+	62, // 120: infrakit.provider.v1.Authorizer.Validate:output_type -> infrakit.provider.v1.AuthorizerValidateResponse
+	64, // 121: infrakit.provider.v1.Authorizer.Describe:output_type -> infrakit.provider.v1.AuthorizerDescribeResponse
+	66, // 122: infrakit.provider.v1.Authorizer.Authorize:output_type -> infrakit.provider.v1.AuthorizerAuthorizeResponse
+	68, // 123: infrakit.provider.v1.Authorizer.Revoke:output_type -> infrakit.provider.v1.AuthorizerRevokeResponse
+	70, // 124: infrakit.provider.v1.Metrics.Query:output_type -> infrakit.provider.v1.MetricsQueryResponse
+	99, // [99:125] is the sub-list for method output_type
+	73, // [73:99] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_infrakit_provider_v1_provider_proto_init() }
@@ -4448,7 +4664,7 @@ func file_infrakit_provider_v1_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_infrakit_provider_v1_provider_proto_rawDesc), len(file_infrakit_provider_v1_provider_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   73,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

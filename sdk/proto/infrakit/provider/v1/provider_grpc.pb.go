@@ -499,6 +499,7 @@ const (
 	Flavor_Healthy_FullMethodName      = "/infrakit.provider.v1.Flavor/Healthy"
 	Flavor_Drain_FullMethodName        = "/infrakit.provider.v1.Flavor/Drain"
 	Flavor_HealthyBatch_FullMethodName = "/infrakit.provider.v1.Flavor/HealthyBatch"
+	Flavor_PrepareBatch_FullMethodName = "/infrakit.provider.v1.Flavor/PrepareBatch"
 )
 
 // FlavorClient is the client API for Flavor service.
@@ -516,6 +517,14 @@ type FlavorClient interface {
 	// fall back to Healthy when a provider answers UNIMPLEMENTED, which a
 	// provider does only when it predates this method.
 	HealthyBatch(ctx context.Context, in *FlavorHealthyBatchRequest, opts ...grpc.CallOption) (*FlavorHealthyBatchResponse, error)
+	// PrepareBatch prepares the specs of several new members of one group in
+	// one call: what Prepare answers for each item, in the request's order,
+	// each item prepared after the one before it. An apply of 10,000 members
+	// would otherwise make 10,000 Prepare calls per flavor, whose round trips
+	// cost more than the preparing. Hosts fall back to Prepare when a
+	// provider answers UNIMPLEMENTED, which a provider does only when it
+	// predates this method.
+	PrepareBatch(ctx context.Context, in *FlavorPrepareBatchRequest, opts ...grpc.CallOption) (*FlavorPrepareBatchResponse, error)
 }
 
 type flavorClient struct {
@@ -576,6 +585,16 @@ func (c *flavorClient) HealthyBatch(ctx context.Context, in *FlavorHealthyBatchR
 	return out, nil
 }
 
+func (c *flavorClient) PrepareBatch(ctx context.Context, in *FlavorPrepareBatchRequest, opts ...grpc.CallOption) (*FlavorPrepareBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FlavorPrepareBatchResponse)
+	err := c.cc.Invoke(ctx, Flavor_PrepareBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FlavorServer is the server API for Flavor service.
 // All implementations must embed UnimplementedFlavorServer
 // for forward compatibility.
@@ -591,6 +610,14 @@ type FlavorServer interface {
 	// fall back to Healthy when a provider answers UNIMPLEMENTED, which a
 	// provider does only when it predates this method.
 	HealthyBatch(context.Context, *FlavorHealthyBatchRequest) (*FlavorHealthyBatchResponse, error)
+	// PrepareBatch prepares the specs of several new members of one group in
+	// one call: what Prepare answers for each item, in the request's order,
+	// each item prepared after the one before it. An apply of 10,000 members
+	// would otherwise make 10,000 Prepare calls per flavor, whose round trips
+	// cost more than the preparing. Hosts fall back to Prepare when a
+	// provider answers UNIMPLEMENTED, which a provider does only when it
+	// predates this method.
+	PrepareBatch(context.Context, *FlavorPrepareBatchRequest) (*FlavorPrepareBatchResponse, error)
 	mustEmbedUnimplementedFlavorServer()
 }
 
@@ -615,6 +642,9 @@ func (UnimplementedFlavorServer) Drain(context.Context, *FlavorDrainRequest) (*F
 }
 func (UnimplementedFlavorServer) HealthyBatch(context.Context, *FlavorHealthyBatchRequest) (*FlavorHealthyBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method HealthyBatch not implemented")
+}
+func (UnimplementedFlavorServer) PrepareBatch(context.Context, *FlavorPrepareBatchRequest) (*FlavorPrepareBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PrepareBatch not implemented")
 }
 func (UnimplementedFlavorServer) mustEmbedUnimplementedFlavorServer() {}
 func (UnimplementedFlavorServer) testEmbeddedByValue()                {}
@@ -727,6 +757,24 @@ func _Flavor_HealthyBatch_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Flavor_PrepareBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FlavorPrepareBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlavorServer).PrepareBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Flavor_PrepareBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlavorServer).PrepareBatch(ctx, req.(*FlavorPrepareBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Flavor_ServiceDesc is the grpc.ServiceDesc for Flavor service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -753,6 +801,10 @@ var Flavor_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "HealthyBatch",
 			Handler:    _Flavor_HealthyBatch_Handler,
+		},
+		{
+			MethodName: "PrepareBatch",
+			Handler:    _Flavor_PrepareBatch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
