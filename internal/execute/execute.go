@@ -17,6 +17,10 @@
 // Registrations and deregistrations that are ready together on one load
 // balancer go in one call, and one such call per load balancer and kind is
 // in flight at a time (what becomes ready meanwhile goes in the next).
+// Provisions of one group ready together are shared out over the free call
+// slots, each job making its share one after another (so no more are in
+// flight than without batches), all its members prepared in one call per
+// flavor first where the flavors prepare ahead (group.Flavor.PrepareAhead).
 // Awaits cost no call slot: one poller per group lists it (one
 // DescribeInstances for all its awaits) until each awaited instance runs,
 // and is healthy when the step says so; an instance its provider described
@@ -53,9 +57,13 @@ type Bindings interface {
 // Group is one group's members as steps act on them (*group.Instances).
 // Each method bounds its provider calls by a deadline of its own.
 type Group interface {
-	// ProvisionDescribed provisions a member, described as the provider
-	// made it when it said (no State when it did not).
-	ProvisionDescribed(ctx context.Context, logicalID string) (group.Member, instance.Description, error)
+	// PreparesAhead says whether PrepareBatch may prepare several members
+	// before any is provisioned; PrepareBatch prepares a member per
+	// logical ID; ProvisionPrepared provisions one, described as the
+	// provider made it when it said (no State when it did not).
+	PreparesAhead() bool
+	PrepareBatch(ctx context.Context, logicalIDs []string) []group.Prepared
+	ProvisionPrepared(ctx context.Context, p group.Prepared) (group.Member, instance.Description, error)
 	Drain(ctx context.Context, id instance.ID) error
 	Destroy(ctx context.Context, id instance.ID, reason instance.DestroyReason) error
 	Describe(ctx context.Context, withProperties bool) ([]instance.Description, error)
@@ -87,6 +95,9 @@ const (
 	DefaultPollMax      = time.Second
 	// maxBatch bounds the backends one register or deregister call takes.
 	maxBatch = 1000
+	// maxProvisionBatch bounds the provisions of one job: one PrepareBatch
+	// per flavor for all of them, then one Provision each.
+	maxProvisionBatch = 50
 )
 
 // Options configure Run. Zero values take the defaults.

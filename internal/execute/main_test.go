@@ -22,6 +22,7 @@ import (
 	"github.com/infrakit/infrakit/sdk/loadbalancer"
 	"github.com/infrakit/infrakit/sdk/nfs"
 	"github.com/infrakit/infrakit/sdk/plugin"
+	"github.com/infrakit/infrakit/sdk/provider"
 	"github.com/infrakit/infrakit/sdk/providertest"
 )
 
@@ -233,7 +234,14 @@ func (f *fixture) instances(name string) (*group.Instances, error) {
 	}
 	plugins := group.Plugins{Instance: f.clients[g.Instance.Provider].Instance(g.Instance.Type)}
 	for _, fl := range g.Flavors {
-		plugins.Flavors = append(plugins.Flavors, group.Flavor{Plugin: f.clients[fl.Provider].Flavor(fl.Type), Properties: fl.Properties})
+		c := f.clients[fl.Provider]
+		md, err := c.Metadata(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		o, _ := md.Find(provider.KindFlavor, fl.Type)
+		plugins.Flavors = append(plugins.Flavors, group.Flavor{Plugin: c.Flavor(fl.Type), Properties: fl.Properties,
+			HealthFromState: o.HealthFromState, PrepareAhead: o.PrepareAhead})
 	}
 	inst, err := group.NewInstances(g, plugins, group.Options{Stack: f.stack.Name, CallTimeout: time.Minute})
 	if err != nil {

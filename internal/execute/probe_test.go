@@ -22,7 +22,8 @@ import (
 // entry is one thing the probe saw, in the order it saw them: a call
 // beginning or ending, a listing, a Progress event.
 type entry struct {
-	what     string // "begin", "end", "list", "event"
+	what     string // "begin", "end", "list", "event", "prepare"
+	n        int    // a prepare's members
 	op       string // the call ("provision", "register", ...) or the event's step kind
 	provider string
 	lb       string
@@ -62,6 +63,8 @@ type probe struct {
 	// lbs are the load balancers whose backends are read when a member is
 	// drained or destroyed.
 	lbs []string
+	// noAhead makes the groups say their flavors do not prepare ahead.
+	noAhead bool
 }
 
 func newProbe(f *fixture) *probe {
@@ -178,9 +181,23 @@ type probedGroup struct {
 	provider string
 }
 
-func (g *probedGroup) ProvisionDescribed(ctx context.Context, logicalID string) (m group.Member, d instance.Description, err error) {
+func (g *probedGroup) PreparesAhead() bool {
+	g.p.mu.Lock()
+	defer g.p.mu.Unlock()
+	return !g.p.noAhead && g.g.PreparesAhead()
+}
+
+// PrepareBatch is journaled, not a counted call: the provisions that
+// follow are.
+func (g *probedGroup) PrepareBatch(ctx context.Context, logicalIDs []string) []group.Prepared {
+	out := g.g.PrepareBatch(ctx, logicalIDs)
+	g.p.add(entry{what: "prepare", op: "prepare", n: len(logicalIDs)})
+	return out
+}
+
+func (g *probedGroup) ProvisionPrepared(ctx context.Context, p group.Prepared) (m group.Member, d instance.Description, err error) {
 	g.p.call(g.provider, "provision", "", nil, nil, func() error {
-		m, d, err = g.g.ProvisionDescribed(ctx, logicalID)
+		m, d, err = g.g.ProvisionPrepared(ctx, p)
 		return err
 	})
 	if err == nil {

@@ -67,12 +67,17 @@ type run struct {
 	out         *Result
 }
 
+// batchKey is what steps must share to go in one call: registrations and
+// deregistrations their load balancer, provisions their group.
 type batchKey struct {
-	kind               plan.StepKind
-	provider, balancer string
+	kind                      plan.StepKind
+	provider, balancer, group string
 }
 
 func batchKeyOf(s plan.Step) batchKey {
+	if s.Kind == plan.StepProvision {
+		return batchKey{kind: s.Kind, provider: s.Provider, group: s.Group}
+	}
 	return batchKey{kind: s.Kind, provider: s.Provider, balancer: s.LoadBalancer}
 }
 
@@ -252,7 +257,7 @@ func (r *run) ready(ctx context.Context, id plan.StepID) {
 func (r *run) queue(id plan.StepID) {
 	s := r.steps[id-1]
 	switch s.Kind {
-	case plan.StepRegister, plan.StepDeregister:
+	case plan.StepRegister, plan.StepDeregister, plan.StepProvision:
 		k := batchKeyOf(s)
 		r.batches[k] = append(r.batches[k], id)
 	default:
@@ -286,8 +291,16 @@ func (r *run) dispatchBatch(ctx context.Context) bool {
 		if len(ids) == 0 || r.calling[k] || r.inflight[k.provider] >= r.limit(k.provider) {
 			continue
 		}
-		r.calling[k] = true
 		n := min(len(ids), maxBatch)
+		if k.kind == plan.StepProvision {
+			// Provisions of a batch are made one after another: a share
+			// of the ready ones per free call slot keeps the provider's
+			// calls in flight as many as without batches.
+			free := min(r.limit(k.provider)-r.inflight[k.provider], r.o.Parallelism-r.running)
+			n = min(len(ids), maxProvisionBatch, (len(ids)+free-1)/free)
+		} else {
+			r.calling[k] = true
+		}
 		batch := slices.Clone(ids[:n])
 		if n == len(ids) {
 			delete(r.batches, k)
@@ -352,9 +365,7 @@ func (r *run) startWorkers(ctx context.Context) {
 			for {
 				select {
 				case w := <-r.work:
-					res := w.j.do(ctx)
-					res.ids, res.slot = w.ids, true
-					r.results <- []result{res}
+					r.results <- w.j.results(ctx, w.ids)
 				case <-r.stop:
 					return
 				}

@@ -75,17 +75,28 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// do runs the job. Provider calls are detached from ctx's cancellation:
-// they finish, each bounded by its deadline, and are recorded (unless
-// Options.Abort ends them, or Options.Before refuses them).
-func (j *job) do(ctx context.Context) result {
+// results runs the job and reports on its steps ids: one result for all
+// of them, or for a batch of provisions one per step. Provider calls are
+// detached from ctx's cancellation: they finish, each bounded by its
+// deadline, and are recorded (unless Options.Abort ends them, or
+// Options.Before refuses them).
+func (j *job) results(ctx context.Context, ids []plan.StepID) []result {
+	rs := j.do(ctx)
+	if len(rs) == 1 && rs[0].ids == nil {
+		rs[0].ids = ids
+	}
+	rs[0].slot = true
+	return rs
+}
+
+func (j *job) do(ctx context.Context) []result {
 	call := context.WithoutCancel(ctx)
 	s := j.steps[0]
 	if s.Kind == plan.StepRecord {
 		if err := j.r.rec.Record(call, s.Changes); err != nil {
-			return result{err: err, stop: err}
+			return []result{{err: err, stop: err}}
 		}
-		return result{}
+		return []result{{}}
 	}
 	if abort := j.r.o.Abort; abort != nil {
 		var cancel context.CancelCauseFunc
@@ -95,44 +106,88 @@ func (j *job) do(ctx context.Context) result {
 	}
 	if before := j.r.o.Before; before != nil {
 		if err := before(call, s); err != nil {
-			return result{err: err}
+			return []result{{err: err}}
 		}
 	}
 	switch s.Kind {
-	case plan.StepProvision, plan.StepDrain, plan.StepDestroy:
-		return j.groupCall(call, s)
+	case plan.StepProvision:
+		return j.provisions(ctx, call)
+	case plan.StepDrain, plan.StepDestroy:
+		return []result{j.groupCall(call, s)}
 	case plan.StepAuthorize, plan.StepRevoke:
-		return j.authorizerCall(call, s)
+		return []result{j.authorizerCall(call, s)}
 	}
-	return j.loadBalancerCall(call, s)
+	return []result{j.loadBalancerCall(call, s)}
 }
 
+// provisions makes the job's members (provisions of one group), one
+// after another, Options.Before asked before each but the first (do asked
+// for it): a result per step made or failed. Groups whose flavors prepare
+// ahead have all the members prepared in one call first. Once the run
+// stops (ctx, or a member the state could not record), the members not
+// begun are left: the run ends them not run.
+func (j *job) provisions(ctx, call context.Context) []result {
+	s := j.steps[0]
+	g, err := j.r.b.Group(call, s.Group)
+	if err != nil {
+		return []result{{err: err}}
+	}
+	var ahead []group.Prepared
+	if len(j.steps) > 1 && g.PreparesAhead() {
+		lids := make([]string, len(j.steps))
+		for i, st := range j.steps {
+			lids[i] = st.LogicalID
+		}
+		ahead = g.PrepareBatch(call, lids)
+	}
+	rs := make([]result, 0, len(j.steps))
+	for i, st := range j.steps {
+		if i > 0 && ctx.Err() != nil {
+			break
+		}
+		res := result{ids: []plan.StepID{st.ID}}
+		rs = append(rs, res)
+		if before := j.r.o.Before; before != nil && i > 0 {
+			if rs[i].err = before(call, st); rs[i].err != nil {
+				continue
+			}
+		}
+		p := group.Prepared{}
+		if ahead != nil {
+			p = ahead[i]
+		} else {
+			p = g.PrepareBatch(call, []string{st.LogicalID})[0]
+		}
+		m, d, err := g.ProvisionPrepared(call, p)
+		if err != nil {
+			rs[i].err = err
+			continue
+		}
+		rs[i].member, rs[i].desc = m, d
+		if err := j.r.rec.Created(call, st.Group, m); err != nil {
+			rs[i].stop = err // the run stops: nothing more is made unrecorded
+			break
+		}
+	}
+	return rs
+}
+
+// groupCall drains or destroys a member.
 func (j *job) groupCall(call context.Context, s plan.Step) result {
 	g, err := j.r.b.Group(call, s.Group)
 	if err != nil {
 		return result{err: err}
 	}
-	switch s.Kind {
-	case plan.StepProvision:
-		m, d, err := g.ProvisionDescribed(call, s.LogicalID)
-		if err != nil {
-			return result{err: err}
-		}
-		if err := j.r.rec.Created(call, s.Group, m); err != nil {
-			return result{member: m, stop: err}
-		}
-		return result{member: m, desc: d}
-	case plan.StepDrain:
+	if s.Kind == plan.StepDrain {
 		return result{err: g.Drain(call, s.Instance)}
-	default:
-		if err := g.Destroy(call, s.Instance, instance.DestroyReason(s.Reason)); err != nil {
-			return result{err: err}
-		}
-		if err := j.r.rec.Destroyed(call, s.Group, s.Instance); err != nil {
-			return result{stop: err}
-		}
-		return result{}
 	}
+	if err := g.Destroy(call, s.Instance, instance.DestroyReason(s.Reason)); err != nil {
+		return result{err: err}
+	}
+	if err := j.r.rec.Destroyed(call, s.Group, s.Instance); err != nil {
+		return result{stop: err}
+	}
+	return result{}
 }
 
 func (j *job) loadBalancerCall(call context.Context, s plan.Step) result {

@@ -123,8 +123,9 @@ func (r *Runner) instances(ctx context.Context, stack string, g *config.Group) (
 	// Built unlocked: asking the flavors' metadata is a call to each.
 	plugins := group.Plugins{Instance: clients[0].Instance(g.Instance.Type)}
 	for i, f := range g.Flavors {
+		o := flavorObject(ctx, clients[i+1], f.Type)
 		plugins.Flavors = append(plugins.Flavors, group.Flavor{Plugin: clients[i+1].Flavor(f.Type), Properties: f.Properties,
-			HealthFromState: healthFromState(ctx, clients[i+1], f.Type)})
+			HealthFromState: o.HealthFromState, PrepareAhead: o.PrepareAhead})
 	}
 	inst, err := group.NewInstances(g, plugins, group.Options{
 		Stack:       stack,
@@ -157,14 +158,15 @@ func (r *Runner) cached(k instancesKey, clients []*plugin.Client) *group.Instanc
 	return nil
 }
 
-// healthFromState asks c's metadata whether flavor typ judges health by
-// the instance's state alone; when the metadata cannot be had, the flavor
-// is asked about health as any other.
-func healthFromState(ctx context.Context, c *plugin.Client, typ string) bool {
+// flavorObject is what c's metadata says of flavor typ (whether it judges
+// health by the instance's state alone, whether it may prepare ahead);
+// when the metadata cannot be had, the zero Object: the flavor is asked
+// about health, and prepares each member right before it is provisioned.
+func flavorObject(ctx context.Context, c *plugin.Client, typ string) provider.Object {
 	md, err := c.Metadata(ctx)
 	if err != nil {
-		return false
+		return provider.Object{}
 	}
-	o, ok := md.Find(provider.KindFlavor, typ)
-	return ok && o.HealthFromState
+	o, _ := md.Find(provider.KindFlavor, typ)
+	return o
 }

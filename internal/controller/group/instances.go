@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +34,10 @@ type Flavor struct {
 	// (its provider's metadata says so), so it is not asked: every member
 	// that is not terminating is healthy by it.
 	HealthFromState bool
+	// PrepareAhead: the flavor's Prepare does nothing but compute the spec
+	// (its provider's metadata says so), so several members may be
+	// prepared in one call before any is provisioned.
+	PrepareAhead bool
 }
 
 // Plugins are the SPI plugins one group acts through: its instance plugin and
@@ -342,100 +345,6 @@ func parallel(ctx context.Context, p, n int, do func(i int)) {
 		}()
 	}
 	wg.Wait()
-}
-
-// Provision prepares a member's spec through every flavor and provisions
-// it; the member returned is pending, of unknown health.
-func (c *Instances) Provision(ctx context.Context, logicalID string) (Member, error) {
-	m, _, err := c.ProvisionDescribed(ctx, logicalID)
-	return m, err
-}
-
-// ProvisionDescribed is Provision, also returning the new instance as the
-// provider described it when it made it (instance.DescribingProvisioner):
-// with no State when the provider said nothing of it.
-//
-// The flavors combine in order: each gets the spec as the previous ones left
-// it, with Init cleared; tags are merged (later wins) and the init scripts
-// are concatenated here, so a flavor that sets rather than appends Init
-// cannot drop another's lines. infrakit's own tags are put last, so no
-// flavor can change what group a member belongs to.
-func (c *Instances) ProvisionDescribed(ctx context.Context, logicalID string) (Member, instance.Description, error) {
-	s := c.prepared()
-	fail := func(what string, err error) (Member, instance.Description, error) {
-		if logicalID != "" {
-			return Member{}, instance.Description{}, fmt.Errorf("group %q: create instance for %q: %s: %w", s.name, logicalID, what, err)
-		}
-		return Member{}, instance.Description{}, fmt.Errorf("group %q: create instance: %s: %w", s.name, what, err)
-	}
-	spec := s.base
-	if logicalID != "" {
-		lid := instance.LogicalID(logicalID)
-		spec.LogicalID = &lid
-		spec.Tags = maps.Clone(s.base.Tags)
-		spec.Tags[tags.LogicalID] = logicalID
-	}
-	index := flavor.Index{Group: s.name, Sequence: c.seq.Add(1) - 1}
-	callCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, c.opts.CallTimeout) }
-	var inits []string
-	for i, f := range c.plugins.Flavors {
-		cctx, cancel := callCtx()
-		out, err := f.Plugin.Prepare(cctx, f.Properties, spec, s.alloc, index)
-		cancel()
-		if err != nil {
-			return fail(fmt.Sprintf("flavor %d: prepare", i+1), err)
-		}
-		if out.Init != "" {
-			inits = append(inits, out.Init)
-		}
-		out.Init = ""
-		if len(c.plugins.Flavors) > 1 {
-			merged := make(map[string]string, len(spec.Tags)+len(out.Tags))
-			maps.Copy(merged, spec.Tags)
-			maps.Copy(merged, out.Tags)
-			out.Tags = merged
-		}
-		spec = out
-	}
-	spec.Init = strings.Join(inits, "\n")
-	// The prepared tags may be the shared base map (a flavor served in
-	// process returns what it was given); never write into that.
-	final := make(map[string]string, len(spec.Tags)+4)
-	maps.Copy(final, spec.Tags)
-	maps.Copy(final, s.memberTags)
-	if logicalID != "" {
-		final[tags.LogicalID] = logicalID
-	}
-	spec.Tags = final
-	if logicalID == "" {
-		spec.LogicalID = nil
-	} else {
-		lid := instance.LogicalID(logicalID)
-		spec.LogicalID = &lid
-	}
-	cctx, cancel := callCtx()
-	d, err := c.provision(cctx, spec)
-	cancel()
-	if err != nil {
-		return fail("provision", err)
-	}
-	return Member{
-		ID:         d.ID,
-		LogicalID:  logicalID,
-		ConfigHash: s.hash,
-		State:      instance.StatePending,
-		Health:     flavor.HealthUnknown,
-	}, d, nil
-}
-
-// provision provisions spec, described when the provider can say how the
-// new instance stands (else only its ID is known).
-func (c *Instances) provision(ctx context.Context, spec instance.Spec) (instance.Description, error) {
-	if dp, ok := c.plugins.Instance.(instance.DescribingProvisioner); ok {
-		return dp.ProvisionDescribed(ctx, spec)
-	}
-	id, err := c.plugins.Instance.Provision(ctx, spec)
-	return instance.Description{ID: id}, err
 }
 
 // prepared is what every provision of a group shares, made once: a
