@@ -172,41 +172,6 @@ func TestRoundTrip(t *testing.T) {
 		}
 	})
 
-	// A provider that describes what it provisions (compute) sends the
-	// description, tags left out when they are the spec's and restored on
-	// the host; one that does not (nowatch hides the method) gives the
-	// host an ID alone; a state outside the SPI's costs the description,
-	// never the ID of an instance that exists.
-	t.Run("ProvisionDescribed", func(t *testing.T) {
-		ctx := ctxT(t)
-		p := c.Instance("compute").(instance.DescribingProvisioner)
-		spec := instance.Spec{Properties: json.RawMessage(`{"note":"d"}`), Tags: map[string]string{"infrakit.group": "described"}}
-		d, err := p.ProvisionDescribed(ctx, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		listed, err := c.Instance("compute").DescribeInstances(ctx, spec.Tags, true)
-		if err != nil || len(listed) != 1 || !reflect.DeepEqual(d, listed[0]) {
-			t.Fatalf("provisioned as %#v, listed as %#v (%v)", d, listed, err)
-		}
-		extra := map[string]string{"infrakit.group": "described", "tag": "added"}
-		d, err = p.ProvisionDescribed(ctx, instance.Spec{Tags: extra})
-		if want := map[string]string{"infrakit.group": "described", "tag": "added", "added": "by the provider"}; err != nil || !reflect.DeepEqual(d.Tags, want) {
-			t.Fatalf("tags the provider added: %#v (%v)", d, err)
-		}
-		d, err = c.Instance("nowatch").(instance.DescribingProvisioner).ProvisionDescribed(ctx, spec)
-		if err != nil || d.ID == "" || d.State != "" || d.Tags != nil {
-			t.Fatalf("from a provider that describes nothing: %#v (%v)", d, err)
-		}
-		d, err = p.ProvisionDescribed(ctx, instance.Spec{Tags: map[string]string{"fail": "state"}})
-		if err != nil || d.ID == "" || d.State != "" {
-			t.Fatalf("described with a bad state: %#v (%v)", d, err)
-		}
-		if !waitLogged(logs, "provisioned instance described wrongly", string(d.ID)) {
-			t.Errorf("the provider did not say why it sent no description:\n%s", logs)
-		}
-	})
-
 	t.Run("InstanceErrors", func(t *testing.T) {
 		ctx := ctxT(t)
 		p := c.Instance("compute")
@@ -431,4 +396,40 @@ func TestRoundTrip(t *testing.T) {
 		_, err = c.Authorizer("tape").Describe(ctx)
 		wantError(t, err, `provider "test": Describe: nfs type "tape" is not served by this provider (it serves: disk)`)
 	})
+}
+
+// A provider that describes what it provisions (compute) sends the
+// description, tags left out when they are the spec's and restored on
+// the host; one that does not (nowatch hides the method) gives the
+// host an ID alone; a state outside the SPI's costs the description,
+// never the ID of an instance that exists.
+func TestProvisionDescribed(t *testing.T) {
+	c, logs := startTest(t, "")
+	ctx := ctxT(t)
+	p := c.Instance("compute").(instance.DescribingProvisioner)
+	spec := instance.Spec{Properties: json.RawMessage(`{"note":"d"}`), Tags: map[string]string{"infrakit.group": "described"}}
+	d, err := p.ProvisionDescribed(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := c.Instance("compute").DescribeInstances(ctx, spec.Tags, true)
+	if err != nil || len(listed) != 1 || !reflect.DeepEqual(d, listed[0]) {
+		t.Fatalf("provisioned as %#v, listed as %#v (%v)", d, listed, err)
+	}
+	extra := map[string]string{"infrakit.group": "described", "tag": "added"}
+	d, err = p.ProvisionDescribed(ctx, instance.Spec{Tags: extra})
+	if want := map[string]string{"infrakit.group": "described", "tag": "added", "added": "by the provider"}; err != nil || !reflect.DeepEqual(d.Tags, want) {
+		t.Fatalf("tags the provider added: %#v (%v)", d, err)
+	}
+	d, err = c.Instance("nowatch").(instance.DescribingProvisioner).ProvisionDescribed(ctx, spec)
+	if err != nil || d.ID == "" || d.State != "" || d.Tags != nil {
+		t.Fatalf("from a provider that describes nothing: %#v (%v)", d, err)
+	}
+	d, err = p.ProvisionDescribed(ctx, instance.Spec{Tags: map[string]string{"fail": "state"}})
+	if err != nil || d.ID == "" || d.State != "" {
+		t.Fatalf("described with a bad state: %#v (%v)", d, err)
+	}
+	if !waitLogged(logs, "provisioned instance described wrongly", string(d.ID)) {
+		t.Errorf("the provider did not say why it sent no description:\n%s", logs)
+	}
 }
