@@ -78,6 +78,7 @@ func (r *run) await(ctx context.Context, s plan.Step) {
 	var known *instance.Description
 	if d, ok := r.described[s.Made]; ok && s.Made != 0 {
 		known = &d
+		delete(r.described, s.Made) // the await holds it now
 	}
 	p := r.poller(ctx, s, id)
 	if p == nil {

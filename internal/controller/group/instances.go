@@ -357,6 +357,11 @@ type prepared struct {
 	// memberTags are infrakit's tags of a new member (for a pet, without
 	// its logical ID); shared, read-only.
 	memberTags map[string]string
+	// cattleTags are the last cattle member's final tags, shared with the
+	// next whose are the same: the provider may describe a new member with
+	// the spec's tags, and a run keeps those descriptions, so 100,000
+	// cattle would otherwise hold 100,000 equal maps. Read-only.
+	cattleTags atomic.Pointer[map[string]string]
 }
 
 func (c *Instances) prepared() *prepared {

@@ -158,6 +158,11 @@ func (s *prepared) final(spec instance.Spec, inits []string, logicalID string) i
 	}
 	spec.Tags = t
 	if logicalID == "" {
+		if last := s.cattleTags.Load(); last != nil && maps.Equal(*last, t) {
+			spec.Tags = *last
+		} else {
+			s.cattleTags.Store(&t)
+		}
 		spec.LogicalID = nil
 	} else {
 		lid := instance.LogicalID(logicalID)
