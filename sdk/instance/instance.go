@@ -77,6 +77,17 @@ type DescribingProvisioner interface {
 	ProvisionDescribed(ctx context.Context, spec Spec) (Description, error)
 }
 
+// ProvisionDescribed provisions spec through p, described when p is a
+// DescribingProvisioner; otherwise only the new instance's ID is known
+// (no State).
+func ProvisionDescribed(ctx context.Context, p Plugin, spec Spec) (Description, error) {
+	if dp, ok := p.(DescribingProvisioner); ok {
+		return dp.ProvisionDescribed(ctx, spec)
+	}
+	id, err := p.Provision(ctx, spec)
+	return Description{ID: id}, err
+}
+
 // DestroyReason says why an instance is destroyed, so providers can log it.
 type DestroyReason string
 

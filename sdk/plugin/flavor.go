@@ -326,8 +326,9 @@ func (x flavorClient) HealthyAll(ctx context.Context, properties json.RawMessage
 	return hs, nil
 }
 
-// errUnimplemented marks a HealthyBatch the provider does not serve.
-var errUnimplemented = errors.New("HealthyBatch unimplemented")
+// errUnimplemented marks a batch RPC (HealthyBatch, PrepareBatch) the
+// provider does not serve.
+var errUnimplemented = errors.New("batch RPC unimplemented")
 
 func (x flavorClient) healthyBatches(ctx context.Context, properties json.RawMessage, insts []instance.Description) ([]flavor.Health, error) {
 	common := commonTags(insts)

@@ -40,23 +40,14 @@ func (x instanceServer) Provision(ctx context.Context, req *pb.InstanceProvision
 		return nil, err
 	}
 	spec := specFromProto(req.GetSpec())
-	dp, ok := p.(instance.DescribingProvisioner)
-	if !ok {
-		id, err := p.Provision(ctx, spec)
-		diags, err := diagnosticsOrStatus(err)
-		if err != nil {
-			return nil, err
-		}
-		return &pb.InstanceProvisionResponse{Id: string(id), Diagnostics: diags}, nil
-	}
-	d, err := dp.ProvisionDescribed(ctx, spec)
+	d, err := instance.ProvisionDescribed(ctx, p, spec)
 	diags, err := diagnosticsOrStatus(err)
 	if err != nil {
 		return nil, err
 	}
 	resp := &pb.InstanceProvisionResponse{Id: string(d.ID), Diagnostics: diags}
-	if d.ID == "" {
-		return resp, nil
+	if d.ID == "" || d.State == "" {
+		return resp, nil // nothing described: the host lists for the rest
 	}
 	if maps.Equal(d.Tags, spec.Tags) {
 		d.Tags = nil // the host has them (see the response's instance field)

@@ -59,66 +59,65 @@ func itemDiagnostics(err error) []*pb.Diagnostic {
 	return diagnosticsToProto(provider.Diagnostics{{Severity: provider.Error, Summary: err.Error()}})
 }
 
-// errPrepareUnimplemented marks a PrepareBatch the provider does not serve.
-var errPrepareUnimplemented = errors.New("PrepareBatch unimplemented")
-
 // maxPrepareBatch bounds the items of one PrepareBatch call: specs are
 // small, and the host sends batches of a few dozen.
 const maxPrepareBatch = 500
 
 // PrepareAll prepares items in PrepareBatch calls of at most
-// maxPrepareBatch; a provider that does not know PrepareBatch is asked
-// Prepare for each item in order instead (flavor.PrepareEach), and
-// remembered as such. A failed call fails its items.
+// maxPrepareBatch, one after another. A failed call fails its items.
 func (x flavorClient) PrepareAll(ctx context.Context, properties json.RawMessage, allocation flavor.Allocation, items []flavor.PrepareItem) ([]instance.Spec, []error) {
-	specs := make([]instance.Spec, 0, len(items))
-	var errs []error
+	specs := make([]instance.Spec, len(items))
+	errs := make([]error, len(items))
+	failed := false
 	for start := 0; start < len(items); start += maxPrepareBatch {
-		chunk := items[start:min(start+maxPrepareBatch, len(items))]
-		var s []instance.Spec
-		var e []error
-		if !unsupported(x.c, "PrepareBatch") {
-			s, e = x.prepareBatch(ctx, properties, allocation, chunk)
-			if len(e) > 0 && errors.Is(e[0], errPrepareUnimplemented) {
-				x.c.logger.Debug("provider does not serve PrepareBatch; asking Prepare per item", "type", x.typ)
-				remember(x.c, "PrepareBatch")
-				s, e = nil, nil
-			}
-		}
-		if s == nil && e == nil {
-			s, e = flavor.PrepareEach(ctx, x, properties, allocation, chunk)
-		}
-		specs = append(specs, s...)
+		end := min(start+maxPrepareBatch, len(items))
+		s, e := x.prepareChunk(ctx, properties, allocation, items[start:end])
+		copy(specs[start:end], s)
 		if e != nil {
-			if errs == nil {
-				errs = make([]error, start, len(items))
-			}
-			errs = append(errs, e...)
-		} else if errs != nil {
-			errs = append(errs, make([]error, len(chunk))...)
+			copy(errs[start:end], e)
+			failed = true
 		}
+	}
+	if !failed {
+		return specs, nil
 	}
 	return specs, errs
 }
 
+// prepareChunk is one PrepareBatch call; a provider that does not know
+// PrepareBatch is asked Prepare for each item in order instead
+// (flavor.PrepareEach), and remembered as such.
+func (x flavorClient) prepareChunk(ctx context.Context, properties json.RawMessage, allocation flavor.Allocation, items []flavor.PrepareItem) ([]instance.Spec, []error) {
+	if !unsupported(x.c, "PrepareBatch") {
+		specs, errs, err := x.prepareBatch(ctx, properties, allocation, items)
+		if !errors.Is(err, errUnimplemented) {
+			return specs, errs
+		}
+		x.c.logger.Debug("provider does not serve PrepareBatch; asking Prepare per item", "type", x.typ)
+		remember(x.c, "PrepareBatch")
+	}
+	return flavor.PrepareEach(ctx, x, properties, allocation, items)
+}
+
 // prepareBatch is one PrepareBatch call: a spec per item, or an error per
-// item (the call's own failure for every item).
-func (x flavorClient) prepareBatch(ctx context.Context, properties json.RawMessage, allocation flavor.Allocation, items []flavor.PrepareItem) ([]instance.Spec, []error) {
+// item (the call's own failure for every item); errUnimplemented when the
+// provider does not serve it.
+func (x flavorClient) prepareBatch(ctx context.Context, properties json.RawMessage, allocation flavor.Allocation, items []flavor.PrepareItem) ([]instance.Spec, []error, error) {
 	req := &pb.FlavorPrepareBatchRequest{Type: x.typ, Properties: properties, Allocation: allocationToProto(allocation),
 		Items: make([]*pb.FlavorPrepareItem, len(items))}
 	for i, it := range items {
 		req.Items[i] = &pb.FlavorPrepareItem{Spec: specToProto(it.Spec), Index: &pb.Index{Group: it.Index.Group, Sequence: it.Index.Sequence}}
 	}
 	resp, err := x.c.flavors.PrepareBatch(ctx, req)
-	all := func(err error) ([]instance.Spec, []error) {
+	if status.Code(err) == codes.Unimplemented {
+		return nil, nil, errUnimplemented
+	}
+	all := func(err error) ([]instance.Spec, []error, error) {
 		errs := make([]error, len(items))
 		for i := range errs {
 			errs[i] = err
 		}
-		return make([]instance.Spec, len(items)), errs
-	}
-	if status.Code(err) == codes.Unimplemented {
-		return all(errPrepareUnimplemented)
+		return make([]instance.Spec, len(items)), errs, nil
 	}
 	if err := x.c.check(ctx, "PrepareBatch", err, resp.GetDiagnostics()); err != nil {
 		return all(err)
@@ -138,5 +137,5 @@ func (x flavorClient) prepareBatch(ctx context.Context, properties json.RawMessa
 		}
 		specs[i] = specFromProto(r.GetSpec())
 	}
-	return specs, errs
+	return specs, errs, nil
 }

@@ -98,7 +98,7 @@ func (c *Instances) ProvisionPrepared(ctx context.Context, p Prepared) (Member, 
 	}
 	s := c.prepared()
 	cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-	d, err := c.provision(cctx, p.Spec)
+	d, err := instance.ProvisionDescribed(cctx, c.plugins.Instance, p.Spec)
 	cancel()
 	if err != nil {
 		return Member{}, instance.Description{}, s.failure(p.LogicalID, "provision", err)
@@ -169,14 +169,4 @@ func (s *prepared) final(spec instance.Spec, inits []string, logicalID string) i
 		spec.LogicalID = &lid
 	}
 	return spec
-}
-
-// provision provisions spec, described when the provider can say how the
-// new instance stands (else only its ID is known).
-func (c *Instances) provision(ctx context.Context, spec instance.Spec) (instance.Description, error) {
-	if dp, ok := c.plugins.Instance.(instance.DescribingProvisioner); ok {
-		return dp.ProvisionDescribed(ctx, spec)
-	}
-	id, err := c.plugins.Instance.Provision(ctx, spec)
-	return instance.Description{ID: id}, err
 }
