@@ -76,7 +76,7 @@ func (r *run) await(ctx context.Context, s plan.Step) {
 		id = m.ID
 	}
 	var known *instance.Description
-	if d, ok := r.described[s.Made]; ok && s.Made != 0 {
+	if d, ok := r.described[s.Made]; ok {
 		known = &d
 		delete(r.described, s.Made) // the await holds it now
 	}

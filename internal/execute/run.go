@@ -416,7 +416,7 @@ func (r *run) take(ctx context.Context, res result) {
 		case plan.StepProvision:
 			if st == StatusDone {
 				r.made[id] = res.member
-				if res.desc.State == instance.StateRunning && res.desc.ID == res.member.ID {
+				if res.desc.State == instance.StateRunning {
 					r.described[id] = res.desc
 				}
 			}

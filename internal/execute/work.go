@@ -145,14 +145,13 @@ func (j *job) provisions(ctx, call context.Context) []result {
 		if i > 0 && ctx.Err() != nil {
 			break
 		}
-		res := result{ids: []plan.StepID{st.ID}}
-		rs = append(rs, res)
+		rs = append(rs, result{ids: []plan.StepID{st.ID}})
 		if before := j.r.o.Before; before != nil && i > 0 {
 			if rs[i].err = before(call, st); rs[i].err != nil {
 				continue
 			}
 		}
-		p := group.Prepared{}
+		var p group.Prepared
 		if ahead != nil {
 			p = ahead[i]
 		} else {
