@@ -204,6 +204,8 @@ type mbbState struct {
 	id    string
 	group string
 	port  int
+	// seq orders instances by when the poller first saw their record.
+	seq int
 	// firstRegistered and lastRegistered are the samples at which HAProxy
 	// (or the provider's record) first and last had it registered.
 	firstRegistered, lastRegistered time.Time
@@ -242,10 +244,7 @@ type mbbPhase struct {
 // instance deregistered and destroyed between the two reads.
 //
 // HAProxy's servers are slots pointing at an address; every instance is
-// 127.0.0.1:<port>. A port may be handed to a new instance once the one
-// holding it is gone, so a registered port is attributed to a live member
-// holding it when there is one, or to one whose record appeared since the
-// first read (the records are read again after the load balancer); the
+// 127.0.0.1:<port>, and a port may be handed on (see mbbSlotHolder); the
 // provider's record names instances by ID and has no such ambiguity.
 type mbbPoller struct {
 	dir, haproxyDir string
@@ -385,7 +384,7 @@ func (p *mbbPoller) sample() {
 	for _, rs := range []map[string]mbbRecord{recs, newcomers} {
 		for id, r := range rs {
 			if _, ok := p.seen[id]; !ok {
-				p.seen[id] = &mbbState{id: id, group: r.Tags["infrakit.group"], port: r.Port}
+				p.seen[id] = &mbbState{id: id, group: r.Tags["infrakit.group"], port: r.Port, seq: len(p.seen)}
 			}
 		}
 	}
@@ -419,28 +418,20 @@ func (p *mbbPoller) sample() {
 			if !strings.HasPrefix(srv.Backend, prefix) || srv.Maint() || srv.Addr == "0.0.0.0" {
 				continue
 			}
-			var holders []string
-			holder := ""
-			for id, st := range p.seen {
-				if st.port == srv.Port && srv.Addr == "127.0.0.1" {
-					holders = append(holders, id)
-					if _, isNew := newcomers[id]; live[id] || isNew {
-						holder = id
-					}
-				}
-			}
-			switch {
-			case holder != "":
-				holders = []string{holder}
-				if srv.Up() {
-					serving++
-				}
-			case len(holders) == 0:
+			if srv.Addr != "127.0.0.1" {
 				continue // not one of this stack's instances
 			}
-			for _, id := range holders {
-				registered[id] = append(registered[id], fmt.Sprintf("in HAProxy (%s/%s %s:%d, op state %d)", srv.Backend, srv.Name, srv.Addr, srv.Port, srv.OpState))
+			id, current := mbbSlotHolder(srv.Port, p.seen, func(id string) bool {
+				_, isNew := newcomers[id]
+				return live[id] || isNew
+			})
+			if id == "" {
+				continue // not one of this stack's instances
 			}
+			if current && srv.Up() {
+				serving++
+			}
+			registered[id] = append(registered[id], fmt.Sprintf("in HAProxy (%s/%s %s:%d, op state %d)", srv.Backend, srv.Name, srv.Addr, srv.Port, srv.OpState))
 		}
 		if ph.minServing < 0 || serving < ph.minServing {
 			ph.minServing = serving
