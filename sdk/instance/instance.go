@@ -44,9 +44,11 @@ type Spec struct {
 type Description struct {
 	ID        ID
 	LogicalID *LogicalID
-	// Tags are read-only: the descriptions of one listing may share a map.
+	// Tags are read-only: the descriptions of one listing may share a map,
+	// and a provider may share it with its own records.
 	Tags map[string]string
-	// Properties is set only when asked for (withProperties).
+	// Properties is set only when asked for (withProperties); read-only,
+	// like Tags.
 	Properties json.RawMessage
 	// Address is where the instance is reachable (host or host:port), may be empty.
 	Address string

@@ -10,6 +10,9 @@ import (
 )
 
 // Authorization lets one member instance use a volume.
+//
+// Options, Properties and Tags of what Describe returns are read-only: an
+// authorizer may share them with its own records.
 type Authorization struct {
 	// ID is assigned by the authorizer on Authorize.
 	ID string

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"time"
 
 	"github.com/infrakit/infrakit/plugins/simulator/store"
@@ -51,13 +50,14 @@ func (a *Authorizer) Describe(ctx context.Context) ([]nfs.Authorization, error) 
 	for _, o := range objs {
 		r := o.Value
 		out = append(out, nfs.Authorization{
-			ID:         o.Name, // the file name is the ID, as for instances
-			SourceID:   instance.ID(r.SourceID),
-			Host:       r.Host,
-			Volume:     r.Volume,
-			Options:    slices.Clone(r.Options), // the cache's record is shared
+			ID:       o.Name, // the file name is the ID, as for instances
+			SourceID: instance.ID(r.SourceID),
+			Host:     r.Host,
+			Volume:   r.Volume,
+			// Shared with the cache's record, read-only (as describe's).
+			Options:    r.Options,
 			Properties: r.Properties.raw(),
-			Tags:       maps.Clone(r.Tags),
+			Tags:       r.Tags,
 		})
 	}
 	return out, nil

@@ -70,11 +70,11 @@ func compacted(raw json.RawMessage) compactJSON {
 	return c
 }
 
-// raw is a copy of c for a caller (the cache's record is shared), or nil
-// when absent.
+// raw is c for a description, or nil when absent. It shares the cache's
+// record, read-only like the description's tags.
 func (c compactJSON) raw() json.RawMessage {
 	if len(c) == 0 {
 		return nil
 	}
-	return json.RawMessage(bytes.Clone(c))
+	return json.RawMessage(c)
 }
