@@ -417,3 +417,42 @@ func TestCacheKeepsLastValueWhileRewritten(t *testing.T) {
 		}
 	})
 }
+
+// The full listing falls due while nobody lists: the cache's keeper makes
+// it then, so the edit it finds is in the snapshot before anyone lists
+// again.
+func TestCacheKeeperRescansWhenDue(t *testing.T) {
+	defer func(d time.Duration) { rescanEvery = d }(rescanEvery)
+	rescanEvery = 50 * time.Millisecond
+	s := open(t, t.TempDir())
+	var cache Cache[counter]
+	defer cache.Close()
+	key := Key{Collection: "c", Name: "x"}
+	if err := Put(s, key, counter{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "elsewhere.json")
+	if err := os.Link(s.Path(key), outside); err != nil {
+		t.Skipf("hard link: %v", err)
+	}
+	genOf(t, &cache, s) // follows from here; the keeper starts
+	if !cache.Following() {
+		t.Skip("inotify unavailable")
+	}
+	if err := os.WriteFile(outside, []byte(`{"n": 22}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if snap := cache.snap.Load(); len(snap.objs) == 1 && snap.objs[0].Value.N == 22 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no full listing by the keeper within 30s: %+v", cache.snap.Load().objs)
+		}
+		time.Sleep(10 * time.Millisecond) // polling, not synchronisation
+	}
+	if _, objs := genOf(t, &cache, s); objs[0].Value.N != 22 {
+		t.Fatalf("listing after the keeper's: %+v", objs[0])
+	}
+}

@@ -110,7 +110,9 @@ var (
 // inotify is unavailable, or its queue overflowed, or the directory was
 // replaced, or RescanEvery has passed, the listing is a full one: a stat
 // per file, and a read and decode of the files whose version (inode, size,
-// mtime, ctime) changed.
+// mtime, ctime) changed. While it follows, the full listing RescanEvery
+// asks for is made when it falls due, by a goroutine of the cache (see
+// keeper.go), not by the next caller.
 //
 // It is safe for concurrent use (listings through one Cache run one at a
 // time); the zero value is ready. Close releases the inotify descriptor
@@ -127,6 +129,10 @@ type Cache[T any] struct {
 	sigMu   sync.Mutex
 	changed chan struct{}
 	watch   *dirWatch // nil while not following changes
+	// keeper makes the full listings while following (keeper.go);
+	// keepers are every keeper started, which Close waits for.
+	keeper  *keeper
+	keepers sync.WaitGroup
 	fullAt  time.Time // when the last full listing started
 	retryAt time.Time // when to try inotify again after it failed
 	gen     uint64
@@ -212,15 +218,17 @@ func (c *Cache[T]) signal() {
 	}
 }
 
-// Close stops following the collection (and the goroutine Changed
-// started). The cache stays usable.
+// Close stops following the collection (and the goroutines Changed and
+// the keeper started). The cache stays usable.
 func (c *Cache[T]) Close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.stopWatch()
+	c.mu.Unlock()
+	c.keepers.Wait()
 }
 
 func (c *Cache[T]) stopWatch() {
+	c.stopKeeper()
 	if c.watch != nil {
 		c.watch.close()
 		c.watch = nil
@@ -294,6 +302,9 @@ func (c *Cache[T]) refresh(ctx context.Context, s *Store, collection string) (*s
 	}
 	c.collection, c.fullAt = collection, now
 	snap.collection = collection
+	if c.watch != nil && c.keeper == nil {
+		c.startKeeper(s, collection)
+	}
 	if old != nil && sameListing(old, snap) {
 		snap.gen = old.gen
 	} else {
