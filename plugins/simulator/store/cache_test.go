@@ -208,16 +208,8 @@ func TestCacheRescan(t *testing.T) {
 	s := open(t, t.TempDir())
 	var cache Cache[counter]
 	defer cache.Close()
-	key := Key{Collection: "c", Name: "x"}
-	if err := Put(s, key, counter{N: 1}); err != nil {
-		t.Fatal(err)
-	}
+	outside := linkedObject(t, s)
 	genOf(t, &cache, s)
-	outside := filepath.Join(t.TempDir(), "elsewhere.json")
-	if err := os.Link(s.Path(key), outside); err != nil {
-		t.Skipf("hard link: %v", err)
-	}
-	genOf(t, &cache, s) // the link count change (IN_ATTRIB) is seen
 	if err := os.WriteFile(outside, []byte(`{"n": 22}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -427,14 +419,7 @@ func TestCacheKeeperRescansWhenDue(t *testing.T) {
 	s := open(t, t.TempDir())
 	var cache Cache[counter]
 	defer cache.Close()
-	key := Key{Collection: "c", Name: "x"}
-	if err := Put(s, key, counter{N: 1}); err != nil {
-		t.Fatal(err)
-	}
-	outside := filepath.Join(t.TempDir(), "elsewhere.json")
-	if err := os.Link(s.Path(key), outside); err != nil {
-		t.Skipf("hard link: %v", err)
-	}
+	outside := linkedObject(t, s)
 	genOf(t, &cache, s) // follows from here; the keeper starts
 	if !cache.Following() {
 		t.Skip("inotify unavailable")
@@ -455,4 +440,19 @@ func TestCacheKeeperRescansWhenDue(t *testing.T) {
 	if _, objs := genOf(t, &cache, s); objs[0].Value.N != 22 {
 		t.Fatalf("listing after the keeper's: %+v", objs[0])
 	}
+}
+
+// linkedObject puts object c/x = 1 and returns a hard link to its file in
+// another directory: an edit through it is one inotify cannot see.
+func linkedObject(t *testing.T, s *Store) string {
+	t.Helper()
+	key := Key{Collection: "c", Name: "x"}
+	if err := Put(s, key, counter{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "elsewhere.json")
+	if err := os.Link(s.Path(key), outside); err != nil {
+		t.Skipf("hard link: %v", err)
+	}
+	return outside
 }
