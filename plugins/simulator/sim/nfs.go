@@ -49,12 +49,13 @@ func (a *Authorizer) Describe(ctx context.Context) ([]nfs.Authorization, error) 
 	out := make([]nfs.Authorization, 0, len(objs))
 	for _, o := range objs {
 		r := o.Value
+		// Options, properties and tags are the cache's record's, shared
+		// read-only (nfs.Authorization), as describe shares an instance's.
 		out = append(out, nfs.Authorization{
-			ID:       o.Name, // the file name is the ID, as for instances
-			SourceID: instance.ID(r.SourceID),
-			Host:     r.Host,
-			Volume:   r.Volume,
-			// Shared with the cache's record, read-only (as describe's).
+			ID:         o.Name, // the file name is the ID, as for instances
+			SourceID:   instance.ID(r.SourceID),
+			Host:       r.Host,
+			Volume:     r.Volume,
 			Options:    r.Options,
 			Properties: r.Properties.raw(),
 			Tags:       r.Tags,

@@ -59,7 +59,7 @@ func (c *Cache[T]) keep(k *keeper, s *Store, collection string) {
 		case <-t.C:
 		}
 		c.mu.Lock()
-		if c.keeper == k && c.collection == collection && time.Since(c.fullAt) >= k.every {
+		if c.keeper == k && time.Since(c.fullAt) >= k.every {
 			// A failure is the next listing's to report: it lists in full.
 			// Its own refresh ends this keeper (and starts the next).
 			_, _ = c.refresh(context.Background(), s, collection)
