@@ -254,9 +254,11 @@ func TestLeavingDeregisteredBeforeReplacement(t *testing.T) {
 	if got := v.authorized(); !slices.Equal(got, ids) {
 		t.Errorf("authorized %v, want still %v: the vanished member's authorization is revoked only once its replacement is authorized", got, ids)
 	}
-	if countEvents(r.events(), EventSynced, "") < 2 {
-		t.Error("no synced event for the deregistration")
-	}
+	// Recorded once the sync's steps are all done, which can be after
+	// the providers show them.
+	testwait.For(t, 10*time.Second, "a synced event for the deregistration", func() bool {
+		return countEvents(r.events(), EventSynced, "") >= 2
+	})
 }
 
 // A replacement that the provider starts slowly (pending for 2s) is

@@ -626,7 +626,9 @@ func TestFollowersSynced(t *testing.T) {
 		return len(ins) == 3 && !slices.ContainsFunc(ins, func(in record) bool { return in.ID == gone })
 	})
 	testwait.For(t, 10*time.Second, "backends and authorizations following the new member", following)
-	if countEvents(r.events(), EventSynced, "") == 0 {
-		t.Error("no synced event")
-	}
+	// A sync's event is recorded once all its steps are done: the
+	// providers can show its work before it.
+	testwait.For(t, 10*time.Second, "a synced event", func() bool {
+		return countEvents(r.events(), EventSynced, "") > 0
+	})
 }
