@@ -114,19 +114,29 @@ func hostPIDFromEnv() int {
 	return pid
 }
 
-// hostPollInterval is how often a provider checks that its host is alive;
-// an orphaned provider exits within about this long.
+// hostPollInterval is how often a provider checks that its host is alive
+// where it cannot wait on the host's exit (hostExitWaiter); an orphaned
+// provider exits within about this long.
 const hostPollInterval = 250 * time.Millisecond
 
 // watchHost exits the process once the host is gone. go-plugin gives the
 // provider the host's stdin, which is not closed when the host dies, and
 // PR_SET_PDEATHSIG fires when the forking *thread* ends, which a Go host
-// does not control; so poll instead: the parent pid changes when the parent
-// dies (the child is re-parented), and hostPID, when given, covers a host
-// that started the provider through a wrapper, or died before the first
-// check. The goroutine lives as long as the process.
+// does not control; so wait on the parent's exit (its pidfd) where the
+// kernel allows, else poll: the parent pid changes when the parent dies
+// (the child is re-parented). hostPID, when given, covers a host that
+// started the provider through a wrapper, or died before the first check.
+// The goroutine lives as long as the process.
 func watchHost(logger hclog.Logger, ppid, hostPID int) {
 	go func() {
+		if wait := hostExitWaiter(ppid, hostPID); wait != nil {
+			err := wait()
+			if err == nil {
+				logger.Info("host process is gone; exiting", "host_pid", hostPID, "parent_pid", ppid)
+				os.Exit(0)
+			}
+			logger.Warn("cannot wait on the host's exit; polling for it instead", "error", err)
+		}
 		t := time.NewTicker(hostPollInterval)
 		defer t.Stop()
 		for range t.C {
