@@ -42,7 +42,10 @@ var serving = regexp.MustCompile(`serving http://([^/ ]+)/v1/status \(pid (\d+)\
 func startWatch(t *testing.T, bin, dir string) *benchWatch {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "infrakit"), "watch", "-listen", "127.0.0.1:0")
-	cmd.Dir, cmd.Env = dir, cleanEnv()
+	// INFRAKIT_BENCH_WATCH_ENV: variables for this watch alone, to
+	// profile it and its providers without profiling the commands
+	// around it.
+	cmd.Dir, cmd.Env = dir, append(cleanEnv(), strings.Fields(os.Getenv("INFRAKIT_BENCH_WATCH_ENV"))...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
