@@ -137,23 +137,28 @@ func soak(t *testing.T, bin, dir string, n int) {
 	start, end := samples[0], samples[len(samples)-1]
 	elapsed := time.Since(startAt)
 	cpu := 100 * float64(end.cpuTicks-start.cpuTicks) / userHZ / elapsed.Seconds()
-	var rssSeries, heapSeries []string
+	var rssSeries, heapSeries, goSeries []string
 	for _, s := range samples {
 		rssSeries = append(rssSeries, fmt.Sprintf("%.0f", float64(s.rss)/(1<<20)))
 		heapSeries = append(heapSeries, fmt.Sprintf("%.0f", s.heap/(1<<20)))
+		goSeries = append(goSeries, fmt.Sprintf("%.0f", s.goroutines))
 	}
-	series := fmt.Sprintf("RSS of watch + providers (MiB) every %s: %s; watch's Go heap in use (MiB): %s; at the end: %s",
-		d/10, strings.Join(rssSeries, " "), strings.Join(heapSeries, " "), end.byProcess)
+	series := fmt.Sprintf("RSS of watch + providers (MiB) every %s: %s; watch's Go heap in use (MiB): %s; goroutines: %s; at the end: %s",
+		d/10, strings.Join(rssSeries, " "), strings.Join(heapSeries, " "), strings.Join(goSeries, " "), end.byProcess)
 	out := fmt.Sprintf("watch idle over %d instances for %s (load %.2f): goroutines %.0f → %.0f, FDs %d → %d, threads %d → %d, RSS %s → %s, CPU %.2f%% of a core\n%s\n",
 		n, d, loadAverage(), start.goroutines, end.goroutines, start.fds, end.fds, start.threads, end.threads, mib(start.rss), mib(end.rss), cpu, series)
 	t.Log("\n" + out)
 	fmt.Print(out)
 	one := func(v float64) []float64 { return []float64{v} }
-	record(t, "soak_goroutines_growth", one(end.goroutines-start.goroutines), fmt.Sprintf("%.0f → %.0f over %s", start.goroutines, end.goroutines, d))
+	// A sample can fall on a pass or sync in flight, whose goroutines are
+	// not kept: a leak raises the fewest there are, so growth is the
+	// fewest of the second half against the fewest of the first.
+	half := len(samples) / 2
+	record(t, "soak_goroutines_growth", one(fewestGoroutines(samples[half+1:])-fewestGoroutines(samples[:half+1])),
+		fmt.Sprintf("%.0f → %.0f over %s; every %s: %s", start.goroutines, end.goroutines, d, d/10, strings.Join(goSeries, " ")))
 	record(t, "soak_fds_growth", one(float64(end.fds-start.fds)), fmt.Sprintf("%d → %d (threads %d → %d)", start.fds, end.fds, start.threads, end.threads))
 	// RSS moves with GC cycles by a fifth either way within a minute, so
 	// growth is the peak of the second half against that of the first.
-	half := len(samples) / 2
 	growth := peakRSS(samples[half+1:]) - peakRSS(samples[:half+1])
 	record(t, "soak_rss_growth", one(float64(growth)/(1<<20)), fmt.Sprintf("start %s, end %s; %s", mib(start.rss), mib(end.rss), series))
 	record(t, "soak_rss_end", one(float64(end.rss)/(1<<20)), fmt.Sprintf("idle CPU over the soak %.2f%% of a core", cpu))
@@ -165,6 +170,14 @@ func peakRSS(samples []soakSample) int64 {
 		p = max(p, s.rss)
 	}
 	return p
+}
+
+func fewestGoroutines(samples []soakSample) float64 {
+	fewest := samples[0].goroutines
+	for _, s := range samples[1:] {
+		fewest = min(fewest, s.goroutines)
+	}
+	return fewest
 }
 
 // sampleWatch reads what w and its providers hold now.
