@@ -265,13 +265,21 @@ func TestApplyRollsOutOfDateMembers(t *testing.T) {
 // An interrupt (Ctrl-C) while provisions are in flight loses nothing: the
 // calls in flight finish, the state records every instance the simulator
 // holds, and a second apply converges without duplicates.
+//
+// Provisions of a group go to the provider in jobs of at most 50 members
+// made one after another, and their events come when a job ends: with 400
+// miners and 2 call slots, the interrupt (at the 10th event) comes when a
+// job of 50 has ended and at least 300 provisions are not begun, however
+// fast the simulator makes them.
 func TestInterruptedApplyRecordsEverythingCreated(t *testing.T) {
-	w := newWorkdir(t, fmt.Sprintf(stackTemplate, 60, "v1"))
+	const miners = 400
+	const total = miners + 2 // and the two db pets
+	w := newWorkdir(t, fmt.Sprintf(stackTemplate, miners, "v1"))
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
 	provisioned := 0
 	r := w.runner(Options{
-		Parallelism: 4,
+		Parallelism: 2,
 		// Slow provisions keep calls in flight when the interrupt comes.
 		HostEnv: []string{"INFRAKIT_SIMULATOR_PROVISION_DELAY=1h"},
 		Progress: func(ev execute.Event) {
@@ -295,10 +303,11 @@ func TestInterruptedApplyRecordsEverythingCreated(t *testing.T) {
 		t.Errorf("interrupted Apply says %q; want the user's words, not Go's", msg)
 	}
 	created := w.simulated()
-	if res.Done.Add < 10 || res.Done.Add != len(created) || len(created) >= 62 || res.NotRun == 0 {
+	if res.Done.Add < 10 || res.Done.Add != len(created) || len(created) >= total || res.NotRun == 0 {
 		t.Fatalf("done %d (%d simulated, %d not run): want the interrupt to stop the apply early, and every instance made counted",
 			res.Done.Add, len(created), res.NotRun)
 	}
+	t.Logf("interrupted after %d of %d provisions (%d steps not run)", len(created), total, res.NotRun)
 	bg := ctxT(t)
 	doc, err := r.State(bg)
 	if err != nil {
@@ -317,14 +326,14 @@ func TestInterruptedApplyRecordsEverythingCreated(t *testing.T) {
 	// Re-applying converges without duplicates.
 	r2 := w.runner(Options{})
 	p, res = planAndApply(t, bg, r2, PlanMode{})
-	if p.Summary.Add != 62-len(created) || res.Done != p.Summary {
-		t.Fatalf("re-apply: plan %+v, done %+v; want %d to add", p.Summary, res.Done, 62-len(created))
+	if p.Summary.Add != total-len(created) || res.Done != p.Summary {
+		t.Fatalf("re-apply: plan %+v, done %+v; want %d to add", p.Summary, res.Done, total-len(created))
 	}
-	if n := len(w.simulated()); n != 62 {
-		t.Fatalf("%d instances after re-apply, want 62", n)
+	if n := len(w.simulated()); n != total {
+		t.Fatalf("%d instances after re-apply, want %d", n, total)
 	}
-	if g := groupRecord(t, bg, r2, "miners"); len(g.Instances) != 60 {
-		t.Fatalf("%d miners recorded, want 60", len(g.Instances))
+	if g := groupRecord(t, bg, r2, "miners"); len(g.Instances) != miners {
+		t.Fatalf("%d miners recorded, want %d", len(g.Instances), miners)
 	}
 }
 
