@@ -128,12 +128,15 @@ const hostPollInterval = 250 * time.Millisecond
 // started the provider through a wrapper, or died before the first check.
 // The goroutine lives as long as the process.
 func watchHost(logger hclog.Logger, ppid, hostPID int) {
+	exit := func() {
+		logger.Info("host process is gone; exiting", "host_pid", hostPID, "parent_pid", ppid)
+		os.Exit(0)
+	}
 	go func() {
 		if wait := hostExitWaiter(ppid, hostPID); wait != nil {
 			err := wait()
 			if err == nil {
-				logger.Info("host process is gone; exiting", "host_pid", hostPID, "parent_pid", ppid)
-				os.Exit(0)
+				exit()
 			}
 			logger.Warn("cannot wait on the host's exit; polling for it instead", "error", err)
 		}
@@ -141,8 +144,7 @@ func watchHost(logger hclog.Logger, ppid, hostPID int) {
 		defer t.Stop()
 		for range t.C {
 			if os.Getppid() != ppid || (hostPID > 0 && !processAlive(hostPID)) {
-				logger.Info("host process is gone; exiting", "host_pid", hostPID, "parent_pid", ppid)
-				os.Exit(0)
+				exit()
 			}
 		}
 	}()
