@@ -280,8 +280,6 @@ func TestInterruptedApplyRecordsEverythingCreated(t *testing.T) {
 	provisioned := 0
 	r := w.runner(Options{
 		Parallelism: 2,
-		// Slow provisions keep calls in flight when the interrupt comes.
-		HostEnv: []string{"INFRAKIT_SIMULATOR_PROVISION_DELAY=1h"},
 		Progress: func(ev execute.Event) {
 			if ev.Step.Kind == plan.StepProvision && ev.Status == execute.StatusDone {
 				if provisioned++; provisioned == 10 {
